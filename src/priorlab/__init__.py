@@ -1,0 +1,3 @@
+"""priorlab: structured and sparse latent priors for deep generative models."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,34 @@
+"""Shared entry point of the stage scripts: parse arguments, validate params, report errors.
+
+A problem the user can fix (invalid params, missing or corrupt inputs, a
+diverged run) prints one ``error: ...`` line and exits with status 2; the
+params are validated before any work, and outputs are written atomically, so
+a failed stage leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from priorlab.config import ParamsError, load_params
+from priorlab.train import TrainingDiverged
+
+USER_ERRORS = (ParamsError, FileNotFoundError, ValueError, TrainingDiverged)
+
+
+def run_stage(fn: Callable, *args: str, argv: list[str] | None = None) -> int:
+    """Run ``fn(params, *parsed args)``; ``args`` name the stage's command-line options."""
+    parser = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
+    parser.add_argument("--params", default="params.yaml", help="parameter file (default: params.yaml)")
+    for name in args:
+        parser.add_argument(f"--{name}", required=True, type=int if name == "seed" else str)
+    ns = parser.parse_args(argv)
+    try:
+        params = load_params(ns.params)
+        fn(params, *(getattr(ns, name) for name in args))
+    except USER_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

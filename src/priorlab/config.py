@@ -1,0 +1,352 @@
+"""Typed, validated parameters: the one place where ``params.yaml`` is read.
+
+Every stage calls :func:`load_params` before doing any work.  A bad value
+raises :class:`ParamsError` with a one-line message naming the key and the
+allowed values, so a typo never reaches a training loop and nothing is
+written.
+
+``params.yaml`` is a copy of one profile in ``profiles/`` (``tiny``, ``cpu``,
+``paper``); switch with ``make profile PROFILE=tiny`` (i.e.
+``python -m priorlab.config use tiny``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sys
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+PROFILES = ("tiny", "cpu", "paper")
+DATASET_KINDS = ("smiley", "dsprites")
+MODEL_KINDS = ("vae",)
+NET_KINDS = ("mlp", "conv")
+LIKELIHOODS = ("bernoulli", "gaussian")
+
+
+class ParamsError(ValueError):
+    """An invalid parameter; the message names the key and what is allowed."""
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@dataclass(frozen=True)
+class DatasetParams:
+    """One data set built by the ``data`` stage."""
+
+    kind: Literal["smiley", "dsprites"]
+    n_train: int
+    n_test: int
+    resolution: int = 32  # dSprites only: 64 (original) or 32 (cpu variant)
+    presence_prob: float = 0.5  # Smiley only
+    normalise: Literal["none", "l2"] = "none"  # Smiley: the authors divide by the L2 norm
+    seed: int = 0
+
+    def check(self, key: str) -> None:
+        _positive(f"{key}.n_train", self.n_train)
+        _positive(f"{key}.n_test", self.n_test)
+        _one_of(f"{key}.resolution", self.resolution, (32, 64))
+        if not 0.0 < self.presence_prob < 1.0:
+            raise ParamsError(f"{key}.presence_prob must be in (0, 1), got {self.presence_prob}")
+
+
+@dataclass(frozen=True)
+class SetupParams:
+    """A data set with its networks and latent size: one pretraining is shared per setup."""
+
+    dataset: str
+    latent_dim: int
+    encoder: Literal["mlp", "conv"] = "mlp"
+    decoder: Literal["mlp", "conv"] = "mlp"
+    hidden: list[int] = field(default_factory=lambda: [256, 256])
+    channels: list[int] = field(default_factory=lambda: [32, 32, 64, 64])
+    likelihood: Literal["bernoulli", "gaussian"] = "bernoulli"
+    # Gaussian likelihood: fixed observation std, or "learned" per pixel
+    obs_std: float = 0.1
+    learn_obs_std: bool = False
+
+    def check(self, key: str) -> None:
+        _positive(f"{key}.latent_dim", self.latent_dim)
+        for i, h in enumerate(self.hidden):
+            _positive(f"{key}.hidden[{i}]", h)
+        for i, c in enumerate(self.channels):
+            _positive(f"{key}.channels[{i}]", c)
+        _positive(f"{key}.obs_std", self.obs_std)
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """A model: prior + encoder family + objective weights."""
+
+    kind: Literal["vae"]
+    beta: float = 1.0
+    warm_start: Literal["pretrain", "scratch"] = "pretrain"
+
+    def check(self, key: str) -> None:
+        _positive(f"{key}.beta", self.beta)
+
+
+@dataclass(frozen=True)
+class OptimParams:
+    """A training phase (pretraining or joint training)."""
+
+    steps: int
+    batch_size: int
+    lr: float
+    checkpoint_every: int = 500
+    log_every: int = 50
+    kl_warmup_steps: int = 0  # linear KL annealing from 0 to 1 over these steps
+    seed: int = 0
+
+    def check(self, key: str) -> None:
+        _non_negative(f"{key}.steps", self.steps)
+        _positive(f"{key}.batch_size", self.batch_size)
+        _positive(f"{key}.lr", self.lr)
+        _positive(f"{key}.checkpoint_every", self.checkpoint_every)
+        _positive(f"{key}.log_every", self.log_every)
+        _non_negative(f"{key}.kl_warmup_steps", self.kl_warmup_steps)
+
+
+@dataclass(frozen=True)
+class ExperimentParams:
+    """Which setups x models x seeds ``dvc repro`` trains (the stage matrix)."""
+
+    setups: list[str]
+    models: list[str]
+    seeds: list[int]
+
+    def check(self, key: str) -> None:
+        for name in ("setups", "models", "seeds"):
+            if not getattr(self, name):
+                raise ParamsError(f"{key}.{name} must list at least one entry")
+        for i, s in enumerate(self.seeds):
+            _non_negative(f"{key}.seeds[{i}]", s)
+
+
+@dataclass(frozen=True)
+class EvaluateParams:
+    n_eval: int = 2000  # test points for ELBO / importance-weighted bound
+    iw_samples: int = 100  # k of the importance-weighted log-likelihood estimate
+    batch_size: int = 250
+    active_threshold: float = 0.01  # Burda et al.: Var_x E_q[z_d] above this counts as active
+    # disentanglement metrics (disentanglement_lib's sizes: 10,000 train / 5,000 test points)
+    metric_num_train: int = 10000
+    metric_num_test: int = 5000
+    metric_batch_size: int = 64  # beta-VAE / FactorVAE score batches
+    n_bins: int = 20  # MIG / modularity discretisation
+    dci_backend: str = "gbt"  # "gbt": the reference gradient-boosted trees; see priorlab.metrics.dci
+    seed: int = 0
+
+    def check(self, key: str) -> None:
+        _positive(f"{key}.n_eval", self.n_eval)
+        _positive(f"{key}.metric_num_train", self.metric_num_train)
+        _positive(f"{key}.metric_num_test", self.metric_num_test)
+        _positive(f"{key}.metric_batch_size", self.metric_batch_size)
+        _positive(f"{key}.n_bins", self.n_bins)
+        _positive(f"{key}.iw_samples", self.iw_samples)
+        _positive(f"{key}.batch_size", self.batch_size)
+        _positive(f"{key}.active_threshold", self.active_threshold)
+
+
+@dataclass(frozen=True)
+class FigureParams:
+    n_reconstructions: int = 8
+    traversal_steps: int = 9
+    traversal_range: float = 2.5
+    max_traversal_dims: int = 10
+
+    def check(self, key: str) -> None:
+        _positive(f"{key}.n_reconstructions", self.n_reconstructions)
+        _positive(f"{key}.traversal_steps", self.traversal_steps)
+        _positive(f"{key}.traversal_range", self.traversal_range)
+        _positive(f"{key}.max_traversal_dims", self.max_traversal_dims)
+
+
+@dataclass(frozen=True)
+class Params:
+    profile: Literal["tiny", "cpu", "paper"]
+    device: Literal["cpu", "cuda", "auto"]
+    datasets: dict[str, DatasetParams]
+    setups: dict[str, SetupParams]
+    models: dict[str, ModelParams]
+    pretrain: OptimParams
+    train: OptimParams
+    experiment: ExperimentParams
+    evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+    figures: FigureParams = field(default_factory=FigureParams)
+
+    def check(self) -> None:
+        for group in ("datasets", "setups", "models"):
+            entries = getattr(self, group)
+            if not entries:
+                raise ParamsError(f"{group} must define at least one entry")
+            for name, entry in entries.items():
+                entry.check(f"{group}.{name}")
+        for name, setup in self.setups.items():
+            _one_of(f"setups.{name}.dataset", setup.dataset, tuple(self.datasets))
+        self.pretrain.check("pretrain")
+        self.train.check("train")
+        self.experiment.check("experiment")
+        for i, s in enumerate(self.experiment.setups):
+            _one_of(f"experiment.setups[{i}]", s, tuple(self.setups))
+        for i, m in enumerate(self.experiment.models):
+            _one_of(f"experiment.models[{i}]", m, tuple(self.models))
+        self.evaluate.check("evaluate")
+        self.figures.check("figures")
+
+    # convenience lookups used by stages
+    def setup(self, name: str) -> SetupParams:
+        _one_of("setup", name, tuple(self.setups))
+        return self.setups[name]
+
+    def model(self, name: str) -> ModelParams:
+        _one_of("model", name, tuple(self.models))
+        return self.models[name]
+
+    def dataset_of(self, setup: str) -> DatasetParams:
+        return self.datasets[self.setup(setup).dataset]
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _positive(key: str, value) -> None:
+    if not value > 0:
+        raise ParamsError(f"{key} must be > 0, got {value!r}")
+
+
+def _non_negative(key: str, value) -> None:
+    if not value >= 0:
+        raise ParamsError(f"{key} must be >= 0, got {value!r}")
+
+
+def _one_of(key: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ParamsError(f"{key}: unknown value {value!r}; allowed: {', '.join(map(str, allowed))}")
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _parse(tp, value, key: str):
+    """Convert ``value`` to type ``tp`` or raise :class:`ParamsError` naming ``key``."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return _parse_dataclass(tp, value, key)
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        _one_of(key, value, allowed)
+        return value
+    if origin is dict:
+        _, vtp = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise ParamsError(f"{key} must be a mapping, got {type(value).__name__}")
+        return {str(k): _parse(vtp, v, f"{key}.{k}") for k, v in value.items()}
+    if origin is list:
+        (etp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ParamsError(f"{key} must be a list, got {type(value).__name__}")
+        return [_parse(etp, v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ParamsError(f"{key} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ParamsError(f"{key} must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ParamsError(f"{key} must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ParamsError(f"{key} must be a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported parameter type {tp!r} at {key}")  # programming error
+
+
+def _parse_dataclass(cls, value, key: str):
+    prefix = f"{key}." if key else ""
+    if not isinstance(value, dict):
+        raise ParamsError(f"{key or 'params'} must be a mapping, got {type(value).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise ParamsError(
+            f"{prefix}{unknown[0]}: unknown key; allowed: {', '.join(fields)}"
+        )
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in value:
+            kwargs[name] = _parse(hints[name], value[name], f"{prefix}{name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ParamsError(f"{prefix}{name}: missing required key")
+    return cls(**kwargs)
+
+
+def parse_params(raw: dict) -> Params:
+    """Validate a raw mapping (as read from YAML) into :class:`Params`."""
+    params = _parse_dataclass(Params, raw, "")
+    params.check()
+    return params
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate ``params.yaml``; raises :class:`ParamsError` on any problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"{path}: parameter file not found (run `make profile PROFILE=cpu`)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{path}: not valid YAML ({exc.__class__.__name__})") from exc
+    return parse_params(raw or {})
+
+
+def profile_path(name: str, root: str | Path = ".") -> Path:
+    _one_of("profile", name, PROFILES)
+    return Path(root) / "profiles" / f"{name}.yaml"
+
+
+def use_profile(name: str, root: str | Path = ".") -> Path:
+    """Validate ``profiles/<name>.yaml`` and copy it to ``params.yaml``."""
+    src = profile_path(name, root)
+    params = load_params(src)
+    if params.profile != name:
+        raise ParamsError(f"{src}: profile key is {params.profile!r}, expected {name!r}")
+    dst = Path(root) / "params.yaml"
+    tmp = dst.with_suffix(".yaml.tmp")
+    shutil.copyfile(src, tmp)
+    tmp.replace(dst)
+    return dst
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m priorlab.config use PROFILE`` | ``check [PATH]``."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if len(argv) == 2 and argv[0] == "use":
+            dst = use_profile(argv[1])
+            print(f"params.yaml <- profiles/{argv[1]}.yaml")
+            return 0 if dst.exists() else 1
+        if argv and argv[0] == "check" and len(argv) <= 2:
+            p = load_params(argv[1] if len(argv) == 2 else "params.yaml")
+            print(f"ok: profile {p.profile}")
+            return 0
+    except ParamsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("usage: python -m priorlab.config use {tiny,cpu,paper} | check [PATH]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

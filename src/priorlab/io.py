@@ -1,0 +1,116 @@
+"""Atomic output writing and the array-file manifest.
+
+Every output is written to a temporary file in the destination directory and
+renamed into place, so a killed stage never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: file not found")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: corrupt JSON ({exc.msg} at line {exc.lineno})") from exc
+
+
+def _json_default(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
+    """Write compressed arrays atomically (``np.savez_compressed``)."""
+    with atomic_path(path, suffix=".npz") as tmp:
+        np.savez_compressed(tmp, **arrays)
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: array file not found (run `dvc repro` to build it)")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except Exception as exc:  # zipfile.BadZipFile, ValueError, EOFError, ...
+        raise ValueError(f"{path}: corrupt array file ({exc}); delete it and rerun `dvc repro`") from exc
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def array_manifest(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """Shapes and dtypes of a set of arrays, for the data manifest."""
+    return {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in arrays.items()}
+
+
+def save_torch(path: str | Path, obj: Any) -> None:
+    import torch
+
+    with atomic_path(path, suffix=".pt") as tmp:
+        torch.save(obj, tmp)
+
+
+def load_torch(path: str | Path) -> Any:
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: checkpoint not found")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise ValueError(f"{path}: corrupt checkpoint ({exc})") from exc
+
+
+def save_figure(path: str | Path, fig) -> None:
+    """Save a matplotlib figure as PNG atomically and close it."""
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)

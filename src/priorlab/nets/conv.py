@@ -1,0 +1,64 @@
+"""Convolutional encoder and decoder bodies.
+
+The architecture of disentanglement_lib / Burgess et al. (2018): 4x4 stride-2
+convolutions halving the resolution, then a fully connected layer; the
+decoder mirrors it with transposed convolutions.  Works for 32x32 and 64x64
+inputs (``len(channels)`` halvings must leave at least 2x2 pixels).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _final_side(side: int, n_layers: int) -> int:
+    out = side >> n_layers
+    if out < 2 or side % (1 << n_layers):
+        raise ValueError(
+            f"conv net: {n_layers} stride-2 layers do not fit a {side}x{side} input "
+            f"(need a side divisible by {1 << n_layers} leaving >= 2 pixels)"
+        )
+    return out
+
+
+class ConvEncoder(nn.Module):
+    def __init__(self, obs_shape: tuple[int, ...], channels: list[int], hidden: int, out_features: int):
+        super().__init__()
+        c_in, side = obs_shape[0], obs_shape[-1]
+        self.final = _final_side(side, len(channels))
+        layers: list[nn.Module] = []
+        for c in channels:
+            layers += [nn.Conv2d(c_in, c, 4, stride=2, padding=1), nn.ReLU()]
+            c_in = c
+        self.conv = nn.Sequential(*layers)
+        self.fc = nn.Sequential(
+            nn.Linear(c_in * self.final**2, hidden), nn.ReLU(), nn.Linear(hidden, out_features)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x).flatten(1))
+
+
+class ConvDecoder(nn.Module):
+    def __init__(
+        self, latent_dim: int, channels: list[int], hidden: int, obs_shape: tuple[int, ...], params_per_pixel: int = 1
+    ):
+        super().__init__()
+        side = obs_shape[-1]
+        self.final = _final_side(side, len(channels))
+        rev = list(reversed(channels))
+        self.start = (rev[0], self.final, self.final)
+        self.fc = nn.Sequential(
+            nn.Linear(latent_dim, hidden), nn.ReLU(), nn.Linear(hidden, rev[0] * self.final**2), nn.ReLU()
+        )
+        layers: list[nn.Module] = []
+        outs = rev[1:] + [obs_shape[0] * params_per_pixel]
+        for i, (a, b) in enumerate(zip(rev, outs)):
+            layers.append(nn.ConvTranspose2d(a, b, 4, stride=2, padding=1))
+            if i < len(outs) - 1:
+                layers.append(nn.ReLU())
+        self.deconv = nn.Sequential(*layers)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.deconv(self.fc(z).view(z.shape[0], *self.start))

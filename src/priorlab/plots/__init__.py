@@ -1,0 +1,5 @@
+"""Figures (matplotlib, Agg backend, PNG written atomically)."""
+
+import matplotlib
+
+matplotlib.use("Agg")

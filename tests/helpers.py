@@ -1,0 +1,19 @@
+"""Small shared fixtures for the tests (tiny models and data)."""
+
+from __future__ import annotations
+
+import torch
+
+from priorlab.config import ModelParams, SetupParams
+from priorlab.models import build_model
+
+
+def tiny_model(latent_dim: int = 3, obs_shape=(1, 8, 8), beta: float = 1.0, seed: int = 0):
+    torch.manual_seed(seed)
+    setup = SetupParams(dataset="x", latent_dim=latent_dim, hidden=[16])
+    return build_model(setup, ModelParams(kind="vae", beta=beta), obs_shape)
+
+
+def tiny_data(n: int = 200, obs_shape=(1, 8, 8), seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, *obs_shape, generator=g) > 0.7).float()
