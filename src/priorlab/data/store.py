@@ -28,7 +28,7 @@ def ground_truth(params: DatasetParams) -> GroundTruthData:
     if params.kind == "smiley":
         from priorlab.data.smiley import SmileyData
 
-        return SmileyData(presence_prob=params.presence_prob)
+        return SmileyData()
     if params.kind == "dsprites":
         from priorlab.data.dsprites import DSprites
 
