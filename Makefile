@@ -18,6 +18,7 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 venv: $(BIN)/.installed
 
 repro: venv            ## run the whole DVC pipeline on the profile in params.yaml (default: cpu)
+	$(BIN)/python -m priorlab.config check
 	$(BIN)/dvc repro
 
 test: venv             ## the whole test suite, slow checks included

@@ -1,0 +1,75 @@
+"""Parameter validation: one clear error naming the key, before any work."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from priorlab.config import PROFILES, ParamsError, load_params, main, parse_params, use_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def raw(profile="tiny"):
+    return yaml.safe_load((ROOT / "profiles" / f"{profile}.yaml").read_text())
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_is_valid(profile):
+    assert load_params(ROOT / "profiles" / f"{profile}.yaml").profile == profile
+
+
+def test_params_yaml_is_the_default_cpu_profile():
+    assert (ROOT / "params.yaml").read_text() == (ROOT / "profiles" / "cpu.yaml").read_text()
+
+
+def _error(mutate) -> str:
+    r = copy.deepcopy(raw())
+    mutate(r)
+    with pytest.raises(ParamsError) as exc:
+        parse_params(r)
+    return str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda r: r["models"]["vae"].update(kind="vea"), "models.vae.kind: unknown value 'vea'; allowed: vae"),
+        (lambda r: r.update(profile="cpuu"), "profile: unknown value 'cpuu'; allowed: tiny, cpu, paper"),
+        (lambda r: r["datasets"]["smiley"].update(kind="mnist"), "datasets.smiley.kind: unknown value 'mnist'"),
+        (lambda r: r["train"].update(lr=0), "train.lr must be > 0"),
+        (lambda r: r["train"].update(batch_size=-4), "train.batch_size must be > 0"),
+        (lambda r: r["setups"]["smiley"].update(latent_dim=0), "setups.smiley.latent_dim must be > 0"),
+        (lambda r: r["train"].pop("steps"), "train.steps: missing required key"),
+        (lambda r: r["train"].update(stpes=3), "train.stpes: unknown key; allowed: steps"),
+        (lambda r: r["experiment"].update(models=["vae", "vsc"]), "experiment.models[1]: unknown value 'vsc'"),
+        (lambda r: r["setups"]["smiley"].update(dataset="smiley2"), "setups.smiley.dataset: unknown value"),
+        (lambda r: r["train"].update(steps="10"), "train.steps must be an integer, got '10'"),
+        (lambda r: r.pop("evaluate") and r.update(evaluate={"iw_samples": 0}), "evaluate.iw_samples must be > 0"),
+        (lambda r: r["datasets"]["dsprites"].update(resolution=48), "datasets.dsprites.resolution: unknown value 48"),
+    ],
+)
+def test_bad_params_name_the_key(mutate, expected):
+    message = _error(mutate)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_use_profile_copies_and_validates(tmp_path):
+    (tmp_path / "profiles").mkdir()
+    for p in PROFILES:
+        (tmp_path / "profiles" / f"{p}.yaml").write_text((ROOT / "profiles" / f"{p}.yaml").read_text())
+    use_profile("tiny", tmp_path)
+    assert load_params(tmp_path / "params.yaml").profile == "tiny"
+    with pytest.raises(ParamsError, match="allowed: tiny, cpu, paper"):
+        use_profile("tinyy", tmp_path)
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("profile: [unclosed\n")
+    assert main(["check", str(bad)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert main(["check", str(tmp_path / "missing.yaml")]) == 2
+    assert main(["check", str(ROOT / "profiles" / "tiny.yaml")]) == 0

@@ -1,0 +1,148 @@
+"""End to end: `dvc repro` of the tiny profile in a temporary git copy of the project.
+
+Checks the outputs and metric ranges, kill -9 + resume, byte-identical
+reruns, that a param change reruns only the stages it affects, that bad
+params fail cleanly without touching dvc.lock, and a push → wipe → pull
+round trip through a local DVC remote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+RUNS = [f"{s}-{m}-0" for s in ("smiley", "dsprites") for m in ("vae", "beta_vae")]
+
+
+def sh(cwd: Path, *cmd: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    bin_dir = str(Path(sys.executable).parent)
+    full_env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1",
+                "PYTHONPATH": str(cwd / "src"), **(env or {})}
+    proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def dvc(cwd: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return sh(cwd, sys.executable, "-m", "dvc", *args, **kw)
+
+
+def ran_stages(proc: subprocess.CompletedProcess) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", proc.stdout + proc.stderr))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A git copy of the project on the tiny profile, after one complete `dvc repro`."""
+    if shutil.which("git") is None:
+        pytest.skip("git is required by DVC pipelines")
+    dst = tmp_path_factory.mktemp("project")
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for f in filter(None, (x.decode() for x in files)):
+        src = ROOT / f
+        if src.is_file() and not f.startswith(("data/", "models/", "metrics/", "reports/")) and f != "dvc.lock":
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+    sh(dst, "git", "init", "-q")
+    sh(dst, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "empty")
+    sh(dst, sys.executable, "-m", "priorlab.config", "use", "tiny")
+    sh(dst, "git", "add", "-A")
+    sh(dst, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "copy")
+    # first attempt is killed (SIGKILL) mid-way through the first pretraining, after a checkpoint
+    killed = dvc(dst, "repro", check=False, env={"PRIORLAB_KILL_AT_STEP": "30"})
+    assert killed.returncode != 0
+    assert list((dst / ".checkpoints" / "pretrain").glob("*.pt")), "no checkpoint survived the kill"
+    dvc(dst, "repro")
+    sh(dst, "git", "add", "-A")
+    sh(dst, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "results")
+    return dst
+
+
+def test_outputs_and_metric_ranges(project):
+    for run in RUNS:
+        m = json.loads((project / "metrics" / f"{run}.json").read_text())
+        t = m["test"]
+        assert -2000 < t["elbo"] < 0 and t["kl"] >= 0
+        assert t["elbo"] == pytest.approx(t["log_lik"] - t["kl"], abs=1e-3)
+        assert t["iw_log_likelihood"] >= t["elbo"] - 1.0
+        assert 0 <= m["active_dims"] <= m["latent_dim"]
+        d = m["disentanglement"]
+        assert 0 <= d["mig"] <= 1 and 0 <= d["dci"]["disentanglement"] <= 1
+        assert m["settings"]["profile"] == "tiny" and "scikit-learn" in m["versions"]
+        for fig in ("curves", "reconstructions", "traversals"):
+            assert (project / "reports" / "figures" / run / f"{fig}.png").stat().st_size > 1000
+    report = (project / "reports" / "README.md").read_text()
+    assert all(run.rsplit("-", 1)[0].split("-")[0] in report for run in RUNS) and "MIG" in report
+    assert not list((project / ".checkpoints").rglob("*.pt")), "checkpoints are removed on completion"
+    assert "dsprites-beta_vae-0" in dvc(project, "metrics", "show").stdout
+
+
+def test_resumed_and_rerun_outputs_are_identical(project):
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    before = {o["path"]: o["md5"] for o in lock["stages"]["pretrain@smiley"]["outs"]}
+    metrics = (project / "metrics" / "smiley-vae-0.json").read_bytes()
+    dvc(project, "repro", "-f", "-s", "pretrain@smiley")  # uninterrupted rerun of the killed stage
+    dvc(project, "repro", "-f", "-s", "evaluate@smiley-vae-0")
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    after = {o["path"]: o["md5"] for o in lock["stages"]["pretrain@smiley"]["outs"]}
+    assert before["models/pretrain/smiley"] == after["models/pretrain/smiley"]
+    assert (project / "metrics" / "smiley-vae-0.json").read_bytes() == metrics
+
+
+def test_joint_training_param_reruns_only_downstream(project):
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["train"]["lr"] = params["train"]["lr"] * 2
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    status = json.loads(dvc(project, "status", "--json").stdout)
+    assert status and all(name.startswith("train@") for name in status), status
+    ran = ran_stages(dvc(project, "repro"))
+    assert {f"train@{r}" for r in RUNS} <= ran and "report" in ran
+    assert not any(s.startswith(("data@", "pretrain@", "prior_init@")) for s in ran), ran
+    diff = dvc(project, "metrics", "diff", "HEAD").stdout
+    assert "test.elbo" in diff
+    sh(project, "git", "checkout", "-q", "--", "params.yaml")
+    dvc(project, "checkout", "-q")
+
+
+def test_bad_params_fail_cleanly(project):
+    lock = (project / "dvc.lock").read_text()
+    good = (project / "params.yaml").read_text()
+    params = yaml.safe_load(good)
+    params["pretrain"]["lr"] = -1.0
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = dvc(project, "repro", check=False)
+    assert proc.returncode != 0
+    assert "error: pretrain.lr must be > 0, got -1.0" in proc.stderr + proc.stdout
+    assert (project / "dvc.lock").read_text() == lock
+    assert not [p for p in project.rglob(".*.tmp") if ".dvc" not in p.parts]  # no half-written temp files
+    (project / "params.yaml").write_text(good)
+    dvc(project, "checkout", "-q")  # DVC moved the stage's outputs aside; the cache restores them
+    assert "up to date" in dvc(project, "status").stdout
+
+
+def test_remote_round_trip(project, tmp_path):
+    remote = tmp_path / "remote"
+    dvc(project, "remote", "add", "-d", "local", str(remote))
+    dvc(project, "push")
+    shutil.rmtree(project / ".dvc" / "cache")
+    for d in ("data", "models"):
+        shutil.rmtree(project / d)
+    dvc(project, "pull")
+    status = dvc(project, "status")
+    assert "up to date" in status.stdout, status.stdout
+    assert (project / "data" / "dsprites" / "data.npz").exists()
