@@ -9,7 +9,6 @@ round trip through a local DVC remote.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from priorlab.bench import copy_project, pipeline_env
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
@@ -26,10 +27,7 @@ RUNS = [f"{s}-{m}-0" for s in ("smiley", "dsprites") for m in ("vae", "beta_vae"
 
 
 def sh(cwd: Path, *cmd: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    bin_dir = str(Path(sys.executable).parent)
-    full_env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1",
-                "PYTHONPATH": str(cwd / "src"), **(env or {})}
-    proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, env={**pipeline_env(cwd), **(env or {})}, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
@@ -48,18 +46,7 @@ def project(tmp_path_factory) -> Path:
     """A git copy of the project on the tiny profile, after one complete `dvc repro`."""
     if shutil.which("git") is None:
         pytest.skip("git is required by DVC pipelines")
-    dst = tmp_path_factory.mktemp("project")
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for f in filter(None, (x.decode() for x in files)):
-        src = ROOT / f
-        if src.is_file() and not f.startswith(("data/", "models/", "metrics/", "reports/")) and f != "dvc.lock":
-            (dst / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / f)
-    sh(dst, "git", "init", "-q")
-    sh(dst, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "empty")
+    dst = copy_project(ROOT, tmp_path_factory.mktemp("project"))
     sh(dst, sys.executable, "-m", "priorlab.config", "use", "tiny")
     sh(dst, "git", "add", "-A")
     sh(dst, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "copy")
