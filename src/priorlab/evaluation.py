@@ -33,11 +33,6 @@ def representation_function(model, prepare, batch_size: int = 500):
     return represent
 
 
-def active_dimensions(codes: np.ndarray, threshold: float) -> int:
-    """Burda et al. (2016) active units: dims whose posterior-mean variance over x exceeds ``threshold``."""
-    return int((np.var(codes, axis=0) > threshold).sum())
-
-
 def disentanglement_scores(
     data: GroundTruthData, represent, params: EvaluateParams, random_state: np.random.RandomState
 ) -> dict[str, Any]:
@@ -77,7 +72,7 @@ def evaluate_model(
     model.eval()
     result: dict[str, Any] = {"test": evaluate_elbo(model, x_test, params.iw_samples, params.batch_size)}
     codes = encode_means(model, x_test, params.batch_size)
-    result["active_dims"] = active_dimensions(codes, params.active_threshold)
+    result["active_dims"] = metrics.active_dims(codes, params.active_threshold)
     result["latent_dim"] = int(codes.shape[1])
     if data is not None:
         rs = np.random.RandomState(params.seed)

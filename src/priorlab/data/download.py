@@ -16,21 +16,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from priorlab.io import sha256_file
+
 _CHUNK = 1 << 20
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 class DownloadError(OSError):
     """A download failed (unreachable URL, I/O error); the message names the URL, file and fix."""
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """SHA-256 hex digest of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _check_hex(expected: str) -> str:
