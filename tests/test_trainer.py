@@ -105,3 +105,12 @@ def test_batch_sampler_covers_each_epoch_once():
     s = BatchSampler(10, 5, seed=0)
     first = torch.cat([s.next(), s.next()])
     assert sorted(first.tolist()) == list(range(10))
+
+
+def test_saved_checkpoints_are_byte_identical(tmp_path):
+    from priorlab.io import save_torch
+
+    state = tiny_model().state_dict()
+    save_torch(tmp_path / "a.pt", state)
+    save_torch(tmp_path / "b.pt", state)
+    assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()

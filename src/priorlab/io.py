@@ -89,10 +89,16 @@ def array_manifest(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
 
 
 def save_torch(path: str | Path, obj: Any) -> None:
+    """``torch.save`` atomically, byte-reproducibly (serialised in memory: torch names the
+    archive's inner folder after the file, which would embed the random temp name)."""
+    import io
+
     import torch
 
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
     with atomic_path(path, suffix=".pt") as tmp:
-        torch.save(obj, tmp)
+        tmp.write_bytes(buffer.getvalue())
 
 
 def load_torch(path: str | Path) -> Any:
