@@ -21,6 +21,7 @@ from priorlab.io import array_manifest, read_json, read_npz, sha256_file, write_
 
 GENERATOR_VERSION = {"smiley": "1", "dsprites": "1"}
 ARRAY_FILE, MANIFEST_FILE = "data.npz", "manifest.json"
+PIXEL_MAX = {"smiley": 1, "dsprites": 1}  # stored uint8 value of a white pixel (binary images: 1)
 
 
 def ground_truth(params: DatasetParams) -> GroundTruthData:
@@ -79,6 +80,7 @@ def write_dataset(out_dir: str | Path, params: DatasetParams, arrays: dict[str, 
         "factor_names": list(data.factor_names),
         "factor_sizes": list(data.factor_sizes),
         "observation_shape": list(data.observation_shape),
+        "pixel_max": PIXEL_MAX[params.kind],
         "sha256": {ARRAY_FILE: sha256_file(out_dir / ARRAY_FILE)},
     }
     write_json(out_dir / MANIFEST_FILE, manifest)
@@ -107,13 +109,15 @@ class Dataset:
 
     def prepare(self, batch: torch.Tensor) -> torch.Tensor:
         """Model input from stored pixels: [0, 1] floats, optionally L2-normalised per image."""
-        return prepare_observations(batch, self.normalise)
+        return prepare_observations(batch, self.normalise, self.manifest.get("pixel_max", 1))
 
 
-def prepare_observations(batch, normalise: str = "none") -> torch.Tensor:
-    """uint8 / float pixels → float32 in [0, 1]; ``normalise="l2"`` divides each image by its L2 norm."""
-    x = torch.as_tensor(batch)
-    x = x.float() / 255.0 if x.dtype == torch.uint8 and x.max() > 1 else x.float()
+def prepare_observations(batch, normalise: str = "none", pixel_max: float = 1) -> torch.Tensor:
+    """Stored pixels → float32 in [0, 1] (divided by ``pixel_max``); ``normalise="l2"``
+    then divides each image by its L2 norm (the VSC authors' Smiley preprocessing)."""
+    x = torch.as_tensor(batch).float()
+    if pixel_max != 1:
+        x = x / pixel_max
     if normalise == "l2":
         norm = x.flatten(1).norm(dim=1).clamp_min(1e-12)
         x = x / norm.view(-1, *([1] * (x.dim() - 1)))
