@@ -69,7 +69,7 @@ def test_outputs_and_metric_ranges(project):
         assert t["iw_log_likelihood"] >= t["elbo"] - 1.0
         assert 0 <= m["active_dims"] <= m["latent_dim"]
         d = m["disentanglement"]
-        assert 0 <= d["mig"] <= 1 and 0 <= d["dci"]["disentanglement"] <= 1
+        assert 0 <= d["mig"] <= 1 and 0 <= d["sap"] <= 1 and 0 <= d["factor_vae_score"]["eval_accuracy"] <= 1
         assert m["settings"]["profile"] == "tiny" and "scikit-learn" in m["versions"]
         for fig in ("curves", "reconstructions", "traversals"):
             assert (project / "reports" / "figures" / run / f"{fig}.png").stat().st_size > 1000
@@ -96,7 +96,8 @@ def test_joint_training_param_reruns_only_downstream(project):
     params["train"]["lr"] = params["train"]["lr"] * 2
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     status = json.loads(dvc(project, "status", "--json").stdout)
-    assert status and all(name.startswith("train@") for name in status), status
+    # only the stages that read train.* themselves (the report prints the settings)
+    assert status and all(name.startswith("train@") or name == "report" for name in status), status
     ran = ran_stages(dvc(project, "repro"))
     assert {f"train@{r}" for r in RUNS} <= ran and "report" in ran
     assert not any(s.startswith(("data@", "pretrain@", "prior_init@")) for s in ran), ran

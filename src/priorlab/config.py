@@ -23,6 +23,7 @@ from typing import Any, Literal
 import yaml
 
 PROFILES = ("tiny", "cpu", "paper")
+DISENTANGLEMENT_METRICS = ("mig", "dci", "sap", "modularity", "beta_vae", "factor_vae")
 
 
 class ParamsError(ValueError):
@@ -136,6 +137,7 @@ class EvaluateParams:
     metric_num_test: int = 5000
     metric_batch_size: int = 64  # beta-VAE / FactorVAE score batches
     n_bins: int = 20  # MIG / modularity discretisation
+    metrics: list[str] = field(default_factory=lambda: list(DISENTANGLEMENT_METRICS))
     # "gbt": the reference gradient-boosted trees (slow); "hist": the fast histogram-GBT backend
     dci_backend: Literal["gbt", "hist"] = "gbt"
     seed: int = 0
@@ -146,6 +148,8 @@ class EvaluateParams:
         _positive(f"{key}.metric_num_test", self.metric_num_test)
         _positive(f"{key}.metric_batch_size", self.metric_batch_size)
         _positive(f"{key}.n_bins", self.n_bins)
+        for i, m in enumerate(self.metrics):
+            _one_of(f"{key}.metrics[{i}]", m, DISENTANGLEMENT_METRICS)
         _positive(f"{key}.iw_samples", self.iw_samples)
         _positive(f"{key}.batch_size", self.batch_size)
         _positive(f"{key}.active_threshold", self.active_threshold)

@@ -43,21 +43,27 @@ def disentanglement_scores(
     f_train, x_train = data.sample(n_train, random_state)
     f_test, x_test = data.sample(n_test, random_state)
     c_train, c_test = represent(x_train), represent(x_test)
-    out: dict[str, Any] = {"mig": metrics.mig(c_train, f_train, n_bins=params.n_bins)}
-    dci = metrics.dci(c_train, f_train, c_test, f_test, random_state=random_state, backend=params.dci_backend)
-    out["dci"] = {k: v for k, v in dci.items() if k != "importance_matrix"}
-    out["sap"] = metrics.sap(c_train, f_train, c_test, f_test)
-    out["modularity_explicitness"] = metrics.modularity_explicitness(
-        c_train, f_train, c_test, f_test, n_bins=params.n_bins
-    )
-    out["beta_vae_score"] = metrics.beta_vae_score(
-        data, represent, random_state, batch_size=params.metric_batch_size,
-        num_train=n_train, num_eval=n_test,
-    )
-    out["factor_vae_score"] = metrics.factor_vae_score(
-        data, represent, random_state, batch_size=params.metric_batch_size,
-        num_train=n_train, num_eval=n_test, num_variance_estimate=n_train,
-    )
+    wanted, out = set(params.metrics), {}
+    if "mig" in wanted:
+        out["mig"] = metrics.mig(c_train, f_train, n_bins=params.n_bins)
+    if "dci" in wanted:
+        dci = metrics.dci(c_train, f_train, c_test, f_test, random_state=random_state, backend=params.dci_backend)
+        out["dci"] = {k: v for k, v in dci.items() if k != "importance_matrix"}
+    if "sap" in wanted:
+        out["sap"] = metrics.sap(c_train, f_train, c_test, f_test)
+    if "modularity" in wanted:
+        out["modularity_explicitness"] = metrics.modularity_explicitness(
+            c_train, f_train, c_test, f_test, n_bins=params.n_bins
+        )
+    if "beta_vae" in wanted:
+        out["beta_vae_score"] = metrics.beta_vae_score(
+            data, represent, random_state, batch_size=params.metric_batch_size, num_train=n_train, num_eval=n_test
+        )
+    if "factor_vae" in wanted:
+        out["factor_vae_score"] = metrics.factor_vae_score(
+            data, represent, random_state, batch_size=params.metric_batch_size, num_train=n_train,
+            num_eval=n_test, num_variance_estimate=n_train,
+        )
     return out
 
 
@@ -87,6 +93,7 @@ def evaluate_model(
         "metric_num_test": params.metric_num_test,
         "dci_backend": params.dci_backend,
         "n_bins": params.n_bins,
+        "metrics": list(params.metrics),
         "representation": "posterior mean",
         "seed": params.seed,
     }
