@@ -6,4 +6,4 @@ from priorlab.cli import run_stage
 from priorlab.pipeline import run_evaluate
 
 if __name__ == "__main__":
-    sys.exit(run_stage(run_evaluate, "setup", "model", "seed"))
+    sys.exit(run_stage(run_evaluate, "run"))

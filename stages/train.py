@@ -6,4 +6,4 @@ from priorlab.cli import run_stage
 from priorlab.pipeline import run_train
 
 if __name__ == "__main__":
-    sys.exit(run_stage(run_train, "setup", "model", "seed"))
+    sys.exit(run_stage(run_train, "run"))

@@ -23,7 +23,7 @@ def run_stage(fn: Callable, *args: str, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="parameter file (default: params.yaml)")
     for name in args:
-        parser.add_argument(f"--{name}", required=True, type=int if name == "seed" else str)
+        parser.add_argument(f"--{name}", required=True)
     ns = parser.parse_args(argv)
     try:
         params = load_params(ns.params)

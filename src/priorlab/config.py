@@ -79,14 +79,23 @@ class SetupParams:
 
 @dataclass(frozen=True)
 class ModelParams:
-    """A model: prior + encoder family + objective weights."""
+    """A model: prior + encoder family + objective weights.
 
-    kind: Literal["vae"]
-    beta: float = 1.0
+    Model kinds with their own settings subclass this and register in
+    ``MODEL_PARAMS``; a ``models:`` entry is parsed into the class of its ``kind``.
+    """
+
+    kind: str
+    beta: float = 1.0  # weight of the KL term (β-VAE; 1 = the ELBO)
     warm_start: Literal["pretrain", "scratch"] = "pretrain"
 
     def check(self, key: str) -> None:
+        _one_of(f"{key}.kind", self.kind, tuple(MODEL_PARAMS))
         _positive(f"{key}.beta", self.beta)
+
+
+MODEL_PARAMS: dict[str, type[ModelParams]] = {"vae": ModelParams}
+"""``kind`` → its parameter class (the kind's own settings are typed fields of a subclass)."""
 
 
 @dataclass(frozen=True)
@@ -111,19 +120,16 @@ class OptimParams:
 
 
 @dataclass(frozen=True)
-class ExperimentParams:
-    """Which setups x models x seeds ``dvc repro`` trains (the stage matrix)."""
+class RunParams:
+    """One trained model: a setup, a model and a seed (a ``runs:`` entry; its key names the run)."""
 
-    setups: list[str]
-    models: list[str]
-    seeds: list[int]
+    setup: str
+    model: str
+    seed: int = 0
+    group: str = "baselines"  # the experiment it belongs to (report sections)
 
     def check(self, key: str) -> None:
-        for name in ("setups", "models", "seeds"):
-            if not getattr(self, name):
-                raise ParamsError(f"{key}.{name} must list at least one entry")
-        for i, s in enumerate(self.seeds):
-            _non_negative(f"{key}.seeds[{i}]", s)
+        _non_negative(f"{key}.seed", self.seed)
 
 
 @dataclass(frozen=True)
@@ -178,7 +184,7 @@ class Params:
     models: dict[str, ModelParams]
     pretrain: OptimParams
     train: OptimParams
-    experiment: ExperimentParams
+    runs: dict[str, RunParams]
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     figures: FigureParams = field(default_factory=FigureParams)
 
@@ -193,11 +199,12 @@ class Params:
             _one_of(f"setups.{name}.dataset", setup.dataset, tuple(self.datasets))
         self.pretrain.check("pretrain")
         self.train.check("train")
-        self.experiment.check("experiment")
-        for i, s in enumerate(self.experiment.setups):
-            _one_of(f"experiment.setups[{i}]", s, tuple(self.setups))
-        for i, m in enumerate(self.experiment.models):
-            _one_of(f"experiment.models[{i}]", m, tuple(self.models))
+        if not self.runs:
+            raise ParamsError("runs must define at least one entry")
+        for name, run in self.runs.items():
+            run.check(f"runs.{name}")
+            _one_of(f"runs.{name}.setup", run.setup, tuple(self.setups))
+            _one_of(f"runs.{name}.model", run.model, tuple(self.models))
         self.evaluate.check("evaluate")
         self.figures.check("figures")
 
@@ -209,6 +216,10 @@ class Params:
     def model(self, name: str) -> ModelParams:
         _one_of("model", name, tuple(self.models))
         return self.models[name]
+
+    def run(self, name: str) -> RunParams:
+        _one_of("run", name, tuple(self.runs))
+        return self.runs[name]
 
     def dataset_of(self, setup: str) -> DatasetParams:
         return self.datasets[self.setup(setup).dataset]
@@ -277,6 +288,11 @@ def _parse_dataclass(cls, value, key: str):
     prefix = f"{key}." if key else ""
     if not isinstance(value, dict):
         raise ParamsError(f"{key or 'params'} must be a mapping, got {type(value).__name__}")
+    if cls is ModelParams:  # a tagged union on `kind`
+        kind = value.get("kind")
+        if kind not in MODEL_PARAMS:
+            raise ParamsError(f"{prefix}kind: unknown value {kind!r}; allowed: {', '.join(MODEL_PARAMS)}")
+        cls = MODEL_PARAMS[kind]
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(value) - set(fields))

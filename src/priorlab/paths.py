@@ -1,6 +1,6 @@
 """Where every stage reads and writes (relative to the project root).
 
-Runs are named ``<setup>-<model>-<seed>``, matching dvc.yaml's matrix names.
+Runs are the keys of ``runs:`` in params.yaml (by convention ``<setup>-<model>-<seed>``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,6 @@ MODELS = Path("models")
 METRICS = Path("metrics")
 REPORTS = Path("reports")
 CHECKPOINTS = Path(".checkpoints")  # resumable state of running stages; not a DVC output
-
-
-def run_name(setup: str, model: str, seed: int) -> str:
-    return f"{setup}-{model}-{seed}"
 
 
 def data_dir(dataset: str) -> Path:

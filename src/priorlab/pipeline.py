@@ -38,6 +38,11 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _run_parts(params: Params, run: str) -> tuple[str, str, int]:
+    r = params.run(run)
+    return r.setup, r.model, r.seed
+
+
 def _asdict(obj) -> dict:
     return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
 
@@ -111,13 +116,13 @@ def run_pretrain(params: Params, setup: str) -> dict:
 # --------------------------------------------------------------------------- prior_init
 
 
-def run_prior_init(params: Params, setup: str, model_name: str, seed: int) -> dict:
+def run_prior_init(params: Params, run: str) -> dict:
     """``prior_init@<run>``: start from the pretrained nets and fit the prior with them frozen.
 
     Fixed priors (N(0, I)) have nothing to fit: the stage then only assembles
     the model.  ``warm_start: scratch`` models start from fresh weights instead.
     """
-    run = paths.run_name(setup, model_name, seed)
+    setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
     spec = params.model(model_name)
     model = _new_model(params, setup, spec, data.obs_shape, params.train.seed + seed)
@@ -153,9 +158,9 @@ def run_prior_init(params: Params, setup: str, model_name: str, seed: int) -> di
 # --------------------------------------------------------------------------- train
 
 
-def run_train(params: Params, setup: str, model_name: str, seed: int) -> dict:
+def run_train(params: Params, run: str) -> dict:
     """``train@<run>``: joint training of nets and prior from the prior_init state."""
-    run = paths.run_name(setup, model_name, seed)
+    setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
     model, init_meta = load_model(params, setup, model_name, paths.prior_init_dir(run) / "model.pt", data.obs_shape)
     opt = params.train
@@ -170,11 +175,11 @@ def run_train(params: Params, setup: str, model_name: str, seed: int) -> dict:
 # --------------------------------------------------------------------------- evaluate
 
 
-def run_evaluate(params: Params, setup: str, model_name: str, seed: int) -> dict:
+def run_evaluate(params: Params, run: str) -> dict:
     """``evaluate@<run>``: test ELBO and its terms, L_k, active dims, disentanglement metrics."""
     from priorlab.evaluation import evaluate_model
 
-    run = paths.run_name(setup, model_name, seed)
+    setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
     model, _ = load_model(params, setup, model_name, paths.train_dir(run) / "model.pt", data.obs_shape)
     s = params.setup(setup)
@@ -185,7 +190,7 @@ def run_evaluate(params: Params, setup: str, model_name: str, seed: int) -> dict
         params.evaluate,
         profile=params.profile,
     )
-    result = {"run": run, "setup": setup, "model": model_name, "seed": seed,
+    result = {"run": run, "group": params.run(run).group, "setup": setup, "model": model_name, "seed": seed,
               "model_params": _asdict(params.model(model_name)), "setup_params": _asdict(s), **result}
     write_json(paths.metrics_file(run), result)
     return result
@@ -194,11 +199,11 @@ def run_evaluate(params: Params, setup: str, model_name: str, seed: int) -> dict
 # --------------------------------------------------------------------------- figures / report
 
 
-def run_figures(params: Params, setup: str, model_name: str, seed: int) -> list[Path]:
+def run_figures(params: Params, run: str) -> list[Path]:
     """``figures@<run>``: training curves, reconstructions and latent traversals."""
     from priorlab.plots import curves, reconstructions, traversals
 
-    run = paths.run_name(setup, model_name, seed)
+    setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
     model, _ = load_model(params, setup, model_name, paths.train_dir(run) / "model.pt", data.obs_shape)
     fp = params.figures
@@ -221,10 +226,4 @@ def run_report(params: Params) -> Path:
     """``report``: the results tables of every run in ``reports/README.md``."""
     from priorlab.report import write_report
 
-    runs = [
-        paths.run_name(s, m, seed)
-        for s in params.experiment.setups
-        for m in params.experiment.models
-        for seed in params.experiment.seeds
-    ]
-    return write_report(params, [read_json(paths.metrics_file(r)) for r in runs], paths.REPORTS / "README.md")
+    return write_report(params, [read_json(paths.metrics_file(r)) for r in params.runs], paths.REPORTS / "README.md")

@@ -32,7 +32,8 @@ def results_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for r in results:
         flat = pd.json_normalize(r, sep=".").iloc[0].to_dict()
-        row = {"setup": r["setup"], "model": r["model"], "β": r["model_params"]["beta"], "seed": r["seed"]}
+        row = {"group": r.get("group", ""), "setup": r["setup"], "model": r["model"],
+               "β": r["model_params"]["beta"], "seed": r["seed"]}
         row.update({label: flat.get(key) for key, label in COLUMNS.items() if key in flat})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -40,13 +41,15 @@ def results_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
 
 def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean ± std over seeds for every (setup, model)."""
-    metrics = [c for c in frame.columns if c not in ("setup", "model", "β", "seed")]
-    grouped = frame.groupby(["setup", "model", "β"], sort=False)
+    keys = ["group", "setup", "model", "β"]
+    metrics = [c for c in frame.columns if c not in (*keys, "seed") and frame[c].notna().any()]
+    grouped = frame.groupby(keys, sort=False)
     mean, std, n = grouped[metrics].mean(), grouped[metrics].std(ddof=1), grouped.size()
     out = mean.copy().astype(object)
     for c in metrics:
         out[c] = [
-            f"{m:.3f}" if k < 2 else f"{m:.3f} ± {s:.3f}" for m, s, k in zip(mean[c], std[c].fillna(0.0), n)
+            None if pd.isna(m) else f"{m:.3f}" if k < 2 else f"{m:.3f} ± {s:.3f}"
+            for m, s, k in zip(mean[c], std[c].fillna(0.0), n)
         ]
     out.insert(0, "seeds", n)
     return out.reset_index()
@@ -85,11 +88,14 @@ def write_report(params: Params, results: list[dict[str, Any]], path: str | Path
         "",
         "## Summary (mean ± std over seeds)",
         "",
-        summary_frame(frame).to_markdown(index=False, floatfmt=".3f"),
-        "",
+    ]
+    summary = summary_frame(frame)
+    for group, part in summary.groupby("group", sort=False):
+        lines += [f"### {group}", "", part.drop(columns="group").dropna(axis=1, how="all").to_markdown(index=False), ""]
+    lines += [
         "## Every run",
         "",
-        frame.to_markdown(index=False, floatfmt=".3f"),
+        frame.dropna(axis=1, how="all").to_markdown(index=False, floatfmt=".3f"),
         "",
         "## Figures",
         "",
