@@ -37,7 +37,8 @@ def _error(mutate) -> str:
     [
         (lambda r: r["models"]["vae"].update(kind="vea"), "models.vae.kind: unknown value 'vea'; allowed: vae"),
         (lambda r: r.update(profile="cpuu"), "profile: unknown value 'cpuu'; allowed: tiny, cpu, paper"),
-        (lambda r: r["datasets"]["smiley"].update(kind="mnist"), "datasets.smiley.kind: unknown value 'mnist'"),
+        (lambda r: r["datasets"]["smiley"].update(kind="cifar"), "datasets.smiley.kind: unknown value 'cifar'"),
+        (lambda r: r["setups"]["smiley"].update(pretrain_model="vsc"), "setups.smiley.pretrain_model: unknown value"),
         (lambda r: r["train"].update(lr=0), "train.lr must be > 0"),
         (lambda r: r["train"].update(batch_size=-4), "train.batch_size must be > 0"),
         (lambda r: r["setups"]["smiley"].update(latent_dim=0), "setups.smiley.latent_dim must be > 0"),

@@ -60,3 +60,23 @@ def test_prepare_observations():
     assert torch.allclose(l2.flatten(1).norm(dim=1), torch.ones(1))
     grey = torch.tensor([[[[0, 255]]]], dtype=torch.uint8)
     assert torch.equal(prepare_observations(grey, pixel_max=255), torch.tensor([[[[0.0, 1.0]]]]))
+
+
+def test_real_data_subsets(tmp_path):
+    from priorlab.data.fashion_mnist import find_fashion_mnist
+
+    try:
+        find_fashion_mnist()
+    except FileNotFoundError as exc:
+        pytest.skip(f"Fashion-MNIST not installed: {exc}")
+    grey = DatasetParams(kind="fashion_mnist", n_train=300, n_test=100, seed=0)
+    manifest = write_dataset(tmp_path / "f", grey, build_arrays(grey))
+    data = load_dataset(tmp_path / "f")
+    assert data.x("train").shape == (300, 1, 28, 28) and manifest["pixel_max"] == 255
+    assert set(np.unique(data.labels("test"))) <= set(range(10))
+    x = data.prepare(data.x("train"))
+    assert 0 <= x.min() and x.max() <= 1 and 0.2 < x.mean() < 0.4
+    binary = DatasetParams(kind="fashion_mnist", n_train=300, n_test=100, seed=0, binarise="stochastic")
+    arrays = build_arrays(binary)
+    assert set(np.unique(arrays["x_train"])) <= {0, 1}
+    assert np.array_equal(arrays["labels_train"], data.labels("train"))  # same subset, same seed

@@ -37,12 +37,14 @@ class ParamsError(ValueError):
 class DatasetParams:
     """One data set built by the ``data`` stage."""
 
-    kind: Literal["smiley", "dsprites"]
+    kind: Literal["smiley", "dsprites", "mnist", "fashion_mnist"]
     n_train: int
     n_test: int
     resolution: int = 32  # dSprites only: 64 (original) or 32 (cpu variant)
     presence_prob: float = 0.5  # Smiley only
     normalise: Literal["none", "l2"] = "none"  # Smiley: the authors divide by the L2 norm
+    # MNIST / Fashion-MNIST: keep grey levels, or binarise once at data time
+    binarise: Literal["none", "threshold", "stochastic"] = "none"
     seed: int = 0
 
     def check(self, key: str) -> None:
@@ -67,6 +69,9 @@ class SetupParams:
     # Gaussian likelihood: fixed observation std, or "learned" per pixel
     obs_std: float = 0.1
     learn_obs_std: bool = False
+    # the `models:` entry pretrained for this setup: by convention "pretrain", the N(0, I) VAE with
+    # beta = 1 (paper 001, sec. 2.4); kinds with their own pretraining phase (VSC's spike warm-up) differ
+    pretrain_model: str = "pretrain"
 
     def check(self, key: str) -> None:
         _positive(f"{key}.latent_dim", self.latent_dim)
@@ -108,6 +113,8 @@ class OptimParams:
     checkpoint_every: int = 500
     log_every: int = 50
     kl_warmup_steps: int = 0  # linear KL annealing from 0 to 1 over these steps
+    lr_milestones: list[int] = field(default_factory=list)  # steps at which lr is multiplied by lr_gamma
+    lr_gamma: float = 0.1
     seed: int = 0
 
     def check(self, key: str) -> None:
@@ -117,6 +124,9 @@ class OptimParams:
         _positive(f"{key}.checkpoint_every", self.checkpoint_every)
         _positive(f"{key}.log_every", self.log_every)
         _non_negative(f"{key}.kl_warmup_steps", self.kl_warmup_steps)
+        _positive(f"{key}.lr_gamma", self.lr_gamma)
+        for i, m in enumerate(self.lr_milestones):
+            _positive(f"{key}.lr_milestones[{i}]", m)
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,7 @@ class Params:
                 entry.check(f"{group}.{name}")
         for name, setup in self.setups.items():
             _one_of(f"setups.{name}.dataset", setup.dataset, tuple(self.datasets))
+            _one_of(f"setups.{name}.pretrain_model", setup.pretrain_model, tuple(self.models))
         self.pretrain.check("pretrain")
         self.train.check("train")
         if not self.runs:

@@ -20,7 +20,7 @@ from priorlab import paths
 from priorlab.config import ModelParams, OptimParams, Params
 from priorlab.data.store import Dataset, build_arrays, ground_truth, load_dataset, write_dataset
 from priorlab.io import load_torch, read_json, save_torch, write_json
-from priorlab.models import PRETRAIN_MODEL, VAE, build_model
+from priorlab.models import VAE, build_model
 from priorlab.train import fit
 
 
@@ -75,7 +75,7 @@ def save_model(path: Path, model: VAE, meta: dict) -> None:
 
 def load_model(params: Params, setup: str, model_name: str, path: Path, obs_shape) -> tuple[VAE, dict]:
     blob = load_torch(path)
-    spec = PRETRAIN_MODEL if model_name == "pretrain" else params.model(model_name)
+    spec = pretrain_spec(params, setup) if model_name == "pretrain" else params.model(model_name)
     model = build_model(params.setup(setup), spec, obs_shape)
     model.load_state_dict(blob["state_dict"])
     model.eval()
@@ -101,12 +101,19 @@ def _fit_phase(params: Params, model: VAE, data: Dataset, opt: OptimParams, phas
 # --------------------------------------------------------------------------- pretrain
 
 
+def pretrain_spec(params: Params, setup: str) -> ModelParams:
+    """The model pretrained for a setup: its ``pretrain_model`` entry of ``models:``."""
+    return params.model(params.setup(setup).pretrain_model)
+
+
 def run_pretrain(params: Params, setup: str) -> dict:
     """``pretrain@<setup>``: the setup's nets under the N(0, I) prior (paper 001, §2.4)."""
     data = load_setup_data(params, setup)
     opt = params.pretrain
-    fp = fingerprint("pretrain", _asdict(params.setup(setup)), _asdict(opt), data.manifest["sha256"])
-    model = _new_model(params, setup, PRETRAIN_MODEL, data.obs_shape, opt.seed)
+    spec = pretrain_spec(params, setup)
+    fp = fingerprint("pretrain", _asdict(params.setup(setup)), _asdict(spec), _asdict(opt), data.manifest["sha256"])
+    model = _new_model(params, setup, spec, data.obs_shape, opt.seed)
+    model.set_phase("pretrain")
     logs = _fit_phase(params, model, data, opt, "pretrain", setup, fp)
     meta = {"phase": "pretrain", "setup": setup, "fingerprint": fp, "data_sha256": data.manifest["sha256"], **logs}
     save_model(paths.pretrain_dir(setup) / "model.pt", model, meta)
@@ -130,13 +137,11 @@ def run_prior_init(params: Params, run: str) -> dict:
     if spec.warm_start == "pretrain":
         pre = load_torch(paths.pretrain_dir(setup) / "model.pt")
         pre_meta = pre["meta"]
-        state = {k: v for k, v in pre["state_dict"].items() if not k.startswith("prior.")}
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        if unexpected or any(not k.startswith("prior.") for k in missing):
-            raise ValueError(
-                f"pretrained nets of setup {setup!r} do not fit model {model_name!r} "
-                f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
-            )
+        try:
+            model.load_pretrained(pre["state_dict"])
+        except ValueError as exc:
+            raise ValueError(f"setup {setup!r}, model {model_name!r}: {exc}") from None
+    model.set_phase("prior_init")
     for p in model.parameters():
         p.requires_grad_(False)
     generator = torch.Generator().manual_seed(params.train.seed + seed)
@@ -166,6 +171,7 @@ def run_train(params: Params, run: str) -> dict:
     opt = params.train
     opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed})
     fp = fingerprint("train", run, _asdict(params.model(model_name)), _asdict(opt), init_meta)
+    model.set_phase("train")
     logs = _fit_phase(params, model, data, opt, "train", run, fp)
     meta = {"phase": "train", "run": run, "fingerprint": fp, **logs}
     save_model(paths.train_dir(run) / "model.pt", model, meta)

@@ -19,13 +19,20 @@ from priorlab.config import DatasetParams
 from priorlab.data.base import GroundTruthData, as_random_state
 from priorlab.io import array_manifest, read_json, read_npz, sha256_file, write_json, write_npz
 
-GENERATOR_VERSION = {"smiley": "1", "dsprites": "1"}
+GENERATOR_VERSION = {"smiley": "1", "dsprites": "1", "mnist": "1", "fashion_mnist": "1"}
 ARRAY_FILE, MANIFEST_FILE = "data.npz", "manifest.json"
-PIXEL_MAX = {"smiley": 1, "dsprites": 1}  # stored uint8 value of a white pixel (binary images: 1)
+REAL_DATA = ("mnist", "fashion_mnist")  # real images with class labels, no ground-truth factors
 
 
-def ground_truth(params: DatasetParams) -> GroundTruthData:
-    """The ``GroundTruthData`` that renders observations of this data set from factors."""
+def pixel_max(params: DatasetParams) -> int:
+    """Stored uint8 value of a white pixel: 1 for binary images, 255 for grey levels."""
+    return 255 if params.kind in REAL_DATA and params.binarise == "none" else 1
+
+
+def ground_truth(params: DatasetParams) -> GroundTruthData | None:
+    """The ``GroundTruthData`` that renders observations from factors (None for real data)."""
+    if params.kind in REAL_DATA:
+        return None
     if params.kind == "smiley":
         from priorlab.data.smiley import SmileyData
 
@@ -59,12 +66,44 @@ def build_arrays(params: DatasetParams) -> dict[str, np.ndarray]:
         index = index[rs.permutation(n)]
         factors = index_to_factors(index)
         arrays = {"x": render_dsprites(factors, params.resolution)[:, None], "factors": factors.astype(np.int64)}
+    elif params.kind in REAL_DATA:
+        arrays = _real_arrays(params, rs)
     else:
-        raise ValueError(f"unknown data set kind {params.kind!r}; allowed: smiley, dsprites")
+        raise ValueError(f"unknown data set kind {params.kind!r}; allowed: smiley, dsprites, {', '.join(REAL_DATA)}")
     out = {}
     for key, value in arrays.items():
         out[f"{key}_train"], out[f"{key}_test"] = value[: params.n_train], value[params.n_train :]
     return out
+
+
+def _real_arrays(params: DatasetParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
+    """MNIST (50k train / 10k test of the classic split) or Fashion-MNIST (60k / 10k) subsets.
+
+    The first ``n_train`` training and ``n_test`` test images in a seeded random order; grey
+    levels as uint8 0..255, or binarised once here (``binarise``: fixed 0.5 threshold or
+    Bernoulli draws with the data seed).
+    """
+    if params.kind == "mnist":
+        from priorlab.data.mnist import load_mnist
+
+        raw = load_mnist(dtype="uint8")
+    else:
+        from priorlab.data.fashion_mnist import load_fashion_mnist
+
+        raw = load_fashion_mnist()
+    split = {}
+    for name, n in (("train", params.n_train), ("test", params.n_test)):
+        x, y = raw[f"x_{name}"], raw[f"y_{name}"]
+        if n > len(x):
+            raise ValueError(f"{params.kind}: n_{name} = {n} exceeds the {len(x)} {name} images")
+        idx = rs.permutation(len(x))[:n]
+        split[name] = (x[idx], np.asarray(y[idx], dtype=np.int64))
+    x = np.concatenate([split["train"][0], split["test"][0]])
+    if params.binarise != "none":
+        from priorlab.data.mnist import binarise
+
+        x = binarise(x.astype(np.float32) / 255.0, params.binarise, random_state=rs).astype(np.uint8)
+    return {"x": x[:, None], "labels": np.concatenate([split["train"][1], split["test"][1]])}
 
 
 def write_dataset(out_dir: str | Path, params: DatasetParams, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -72,15 +111,19 @@ def write_dataset(out_dir: str | Path, params: DatasetParams, arrays: dict[str, 
     out_dir = Path(out_dir)
     write_npz(out_dir / ARRAY_FILE, **arrays)
     data = ground_truth(params)
+    if data is None:  # real data: class labels instead of factors
+        names, sizes, shape = ["label"], [10], [1, *arrays["x_train"].shape[2:]]
+    else:
+        names, sizes, shape = list(data.factor_names), list(data.factor_sizes), list(data.observation_shape)
     manifest = {
         "kind": params.kind,
         "generator_version": GENERATOR_VERSION[params.kind],
         "params": {k: getattr(params, k) for k in params.__dataclass_fields__},
         "arrays": array_manifest(arrays),
-        "factor_names": list(data.factor_names),
-        "factor_sizes": list(data.factor_sizes),
-        "observation_shape": list(data.observation_shape),
-        "pixel_max": PIXEL_MAX[params.kind],
+        "factor_names": names,
+        "factor_sizes": sizes,
+        "observation_shape": shape,
+        "pixel_max": pixel_max(params),
         "sha256": {ARRAY_FILE: sha256_file(out_dir / ARRAY_FILE)},
     }
     write_json(out_dir / MANIFEST_FILE, manifest)
@@ -102,6 +145,10 @@ class Dataset:
 
     def factors(self, split: str) -> np.ndarray:
         return self.arrays[f"factors_{split}"]
+
+    def labels(self, split: str) -> np.ndarray | None:
+        """Class labels of real data sets (None for synthetic ones)."""
+        return self.arrays.get(f"labels_{split}")
 
     @property
     def obs_shape(self) -> tuple[int, ...]:

@@ -30,10 +30,6 @@ def _build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...
 
 MODEL_BUILDERS: dict[str, Callable[[SetupParams, ModelParams, tuple[int, ...]], VAE]] = {"vae": _build_vae}
 
-PRETRAIN_MODEL = ModelParams(kind="vae", beta=1.0)
-"""Pretraining: the setup's nets with the N(0, I) prior and β = 1 (paper 001, §2.4)."""
-
-
 def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     try:
         builder = MODEL_BUILDERS[model.kind]
@@ -42,4 +38,4 @@ def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ..
     return builder(setup, model, tuple(obs_shape))
 
 
-__all__ = ["MODEL_BUILDERS", "PRETRAIN_MODEL", "VAE", "build_model"]
+__all__ = ["MODEL_BUILDERS", "VAE", "build_model"]

@@ -78,6 +78,13 @@ class VAE(nn.Module):
         """Prior initialisation with the networks frozen (no-op for a fixed prior)."""
         return {}
 
-    def network_state(self) -> dict[str, torch.Tensor]:
-        """Encoder / decoder / likelihood weights: what pretraining hands to later phases."""
-        return {k: v for k, v in self.state_dict().items() if not k.startswith("prior.")}
+    def load_pretrained(self, state: dict[str, torch.Tensor]) -> None:
+        """Take the pretrained encoder / decoder / likelihood weights (every key outside ``prior.``)."""
+        own = {k: v for k, v in state.items() if not k.startswith("prior.")}
+        missing, unexpected = self.load_state_dict(own, strict=False)
+        missing = [k for k in missing if not k.startswith("prior.")]
+        if missing or unexpected:
+            raise ValueError(f"pretrained nets do not fit this model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+    def set_phase(self, phase: str) -> None:
+        """Called with "pretrain", "prior_init" or "train" before each phase (no-op here)."""

@@ -111,6 +111,7 @@ def fit(
     model.to(device)
     params = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=opt.lr)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, sorted(opt.lr_milestones), gamma=opt.lr_gamma)
     sampler = BatchSampler(len(x), opt.batch_size, opt.seed)
     torch.manual_seed(opt.seed)
     start = 0
@@ -120,6 +121,7 @@ def fit(
         if state.get("fingerprint") == fingerprint:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
             sampler.load_state_dict(state["sampler"])
             torch.set_rng_state(state["torch_rng"])
             start = state["step"]
@@ -141,12 +143,14 @@ def fit(
                 "step": step,
                 "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
                 "sampler": sampler.state_dict(),
                 "torch_rng": torch.get_rng_state(),
             },
         )
 
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
+    before_step = getattr(model, "before_step", None)
     after_step = getattr(model, "after_step", None)
     logs: dict[str, float] = {}
     model.train()
@@ -154,6 +158,8 @@ def fit(
     try:
         for step in range(start + 1, opt.steps + 1):
             batch = prepare(x[sampler.next()]).to(device)
+            if before_step is not None:
+                before_step(step)
             loss, logs = model.loss(batch, kl_weight=kl_weight(step, opt.kl_warmup_steps))
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
@@ -163,6 +169,7 @@ def fit(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            scheduler.step()
             if after_step is not None:
                 after_step(batch, step)
             bar.update(1)
