@@ -52,3 +52,15 @@ def test_representation_function_is_the_posterior_mean(setting):
     with torch.no_grad():
         expected = model.posterior(dataset.prepare(torch.from_numpy(x))).mean.double().numpy()
     assert np.allclose(represent(x), expected, atol=1e-6)
+
+
+def test_sampled_representation_is_seeded_and_noisier(setting):
+    model, dataset, _ = setting
+    x = dataset.arrays["x_test"][:50]
+    a = representation_function(model, dataset.prepare, kind="sample", seed=1)
+    b = representation_function(model, dataset.prepare, kind="sample", seed=1)
+    mean = representation_function(model, dataset.prepare)(x)
+    sa, sb = a(x), b(x)
+    assert np.array_equal(sa, sb)
+    assert not np.array_equal(sa, a(x))  # a fresh draw on the next call
+    assert np.abs(sa - mean).mean() > 1e-3

@@ -104,6 +104,59 @@ MODEL_PARAMS: dict[str, type[ModelParams]] = {"vae": ModelParams}
 
 
 @dataclass(frozen=True)
+class VSCParams(ModelParams):
+    """Variational Sparse Coding (paper 002): spike-and-slab posterior, pseudo-input prior, sparsity.
+
+    The spike pre-training (λ = 0, eq. 7) is the pipeline's pretrain stage: point
+    ``setups.<name>.pretrain_model`` at a ``vsc`` entry.  Ramps count train steps.
+    """
+
+    alpha: float = 0.01  # prior spike probability α of the sparsity term (eq. 4)
+    n_pseudo_inputs: int = 20  # paper D.1 (the released code's examples use 10)
+    selector: Literal["paper", "code"] = "paper"  # A.3: S(a(u - b)) of unit-sum outputs | code: unit-sum weights
+    selector_scale: float = 60.0  # a of A.3
+    selector_shift: float = 0.5  # b of A.3
+    warmup_variant: Literal["paper", "code"] = "paper"  # eq. 7 slab variance λσ² + 1 - λ | code: σ^(2λ)
+    warmup_ramp_steps: int = 0  # train steps over which λ goes 0 → 1 (Alg. 1); 0: λ = 1 from the start
+    sharpness_start: float = 50.0  # c of T(y) = S(c y) (B.2): 50 → 200 in the paper, fixed 100 in the code
+    sharpness_end: float = 200.0
+    sharpness_ramp_steps: int = 0  # train steps over which c goes start → end; the pretrain uses c_start
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        if not 0.0 < self.alpha < 1.0:
+            raise ParamsError(f"{key}.alpha must be in (0, 1), got {self.alpha}")
+        _positive(f"{key}.n_pseudo_inputs", self.n_pseudo_inputs)
+        _positive(f"{key}.selector_scale", self.selector_scale)
+        _positive(f"{key}.sharpness_start", self.sharpness_start)
+        _positive(f"{key}.sharpness_end", self.sharpness_end)
+        _non_negative(f"{key}.warmup_ramp_steps", self.warmup_ramp_steps)
+        _non_negative(f"{key}.sharpness_ramp_steps", self.sharpness_ramp_steps)
+
+
+@dataclass(frozen=True)
+class BetaTCVAEParams(ModelParams):
+    """β-TCVAE (Chen et al. 2018): weights of index-code MI, total correlation, dimension-wise KL."""
+
+    tc_weight: float = 6.0  # β of Chen et al. (the KL weight ``beta`` stays 1)
+    mi_weight: float = 1.0  # α
+    dimwise_weight: float = 1.0  # γ
+    estimator: Literal["mws", "mss"] = "mws"  # minibatch-weighted (the paper's) | minibatch-stratified sampling
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        if self.beta != 1.0:
+            raise ParamsError(f"{key}.beta must be 1 for kind beta_tcvae (weight the TC with tc_weight), got {self.beta}")
+        _non_negative(f"{key}.tc_weight", self.tc_weight)
+        _non_negative(f"{key}.mi_weight", self.mi_weight)
+        _non_negative(f"{key}.dimwise_weight", self.dimwise_weight)
+
+
+MODEL_PARAMS["vsc"] = VSCParams
+MODEL_PARAMS["beta_tcvae"] = BetaTCVAEParams
+
+
+@dataclass(frozen=True)
 class OptimParams:
     """A training phase (pretraining or joint training)."""
 
@@ -154,6 +207,8 @@ class EvaluateParams:
     metric_batch_size: int = 64  # beta-VAE / FactorVAE score batches
     n_bins: int = 20  # MIG / modularity discretisation
     metrics: list[str] = field(default_factory=lambda: list(DISENTANGLEMENT_METRICS))
+    representation: Literal["mean", "sample"] = "mean"  # encoder mean (reference) or one posterior sample
+    n_jobs: int = 1  # per-factor classifiers (DCI) in parallel processes
     # "gbt": the reference gradient-boosted trees (slow); "hist": the fast histogram-GBT backend
     dci_backend: Literal["gbt", "hist"] = "gbt"
     seed: int = 0
@@ -164,6 +219,7 @@ class EvaluateParams:
         _positive(f"{key}.metric_num_test", self.metric_num_test)
         _positive(f"{key}.metric_batch_size", self.metric_batch_size)
         _positive(f"{key}.n_bins", self.n_bins)
+        _positive(f"{key}.n_jobs", self.n_jobs)
         for i, m in enumerate(self.metrics):
             _one_of(f"{key}.metrics[{i}]", m, DISENTANGLEMENT_METRICS)
         _positive(f"{key}.iw_samples", self.iw_samples)

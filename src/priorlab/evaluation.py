@@ -22,13 +22,23 @@ from priorlab.data.store import Dataset
 from priorlab.models.estimates import encode_means, evaluate_elbo
 
 
-def representation_function(model, prepare, batch_size: int = 500):
-    """``represent(observations) -> codes`` (numpy in, numpy out) from a model's posterior mean."""
+def representation_function(model, prepare, batch_size: int = 500, kind: str = "mean", seed: int = 0):
+    """``represent(observations) -> codes`` (numpy in, numpy out): the posterior mean, or one
+    posterior sample per observation (``kind="sample"``, seeded, reproducible call by call)."""
+    generator = torch.Generator().manual_seed(seed)
 
     @torch.no_grad()
     def represent(observations: np.ndarray) -> np.ndarray:
         x = prepare(torch.as_tensor(np.asarray(observations)))
-        return encode_means(model, x, batch_size)
+        if kind == "mean":
+            return encode_means(model, x, batch_size)
+        state = torch.get_rng_state()
+        torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
+        try:
+            out = [model.posterior(x[s : s + batch_size]).sample().cpu() for s in range(0, len(x), batch_size)]
+        finally:
+            torch.set_rng_state(state)
+        return torch.cat(out).double().numpy()
 
     return represent
 
@@ -47,7 +57,8 @@ def disentanglement_scores(
     if "mig" in wanted:
         out["mig"] = metrics.mig(c_train, f_train, n_bins=params.n_bins)
     if "dci" in wanted:
-        dci = metrics.dci(c_train, f_train, c_test, f_test, random_state=random_state, backend=params.dci_backend)
+        dci = metrics.dci(c_train, f_train, c_test, f_test, random_state=random_state, backend=params.dci_backend,
+                          n_jobs=params.n_jobs)
         out["dci"] = {k: v for k, v in dci.items() if k != "importance_matrix"}
     if "sap" in wanted:
         out["sap"] = metrics.sap(c_train, f_train, c_test, f_test)
@@ -82,7 +93,8 @@ def evaluate_model(
     result["latent_dim"] = int(codes.shape[1])
     if data is not None:
         rs = np.random.RandomState(params.seed)
-        represent = representation_function(model, dataset.prepare, params.batch_size)
+        represent = representation_function(model, dataset.prepare, params.batch_size, params.representation,
+                                            params.seed)
         result["disentanglement"] = disentanglement_scores(data, represent, params, rs)
     result["settings"] = {
         "profile": profile,
@@ -94,7 +106,7 @@ def evaluate_model(
         "dci_backend": params.dci_backend,
         "n_bins": params.n_bins,
         "metrics": list(params.metrics),
-        "representation": "posterior mean",
+        "representation": params.representation,
         "seed": params.seed,
     }
     result["versions"] = {**metrics.versions(), "torch": torch.__version__, "python": platform.python_version()}
