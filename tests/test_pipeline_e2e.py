@@ -103,8 +103,9 @@ def test_joint_training_param_reruns_only_downstream(project):
     assert not any(s.startswith(("data@", "pretrain@", "prior_init@")) for s in ran), ran
     diff = dvc(project, "metrics", "diff", "HEAD").stdout
     assert "test.elbo" in diff
-    sh(project, "git", "checkout", "-q", "--", "params.yaml")
+    sh(project, "git", "checkout", "-q", "--", ".")  # back to the committed params, lock and metrics
     dvc(project, "checkout", "-q")
+    assert "up to date" in dvc(project, "status").stdout
 
 
 def test_bad_params_fail_cleanly(project):
