@@ -6,7 +6,7 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv repro test test-fast profile bench clean-checkpoints
+.PHONY: venv datasets repro test test-fast profile bench clean-checkpoints
 
 $(BIN)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,11 +17,14 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 
 venv: $(BIN)/.installed
 
-repro: venv            ## run the whole DVC pipeline on the profile in params.yaml (default: cpu)
+datasets: venv         ## install the real data sets offline (Fashion-MNIST, MNIST); idempotent
+	PYTHON=$(abspath $(BIN)/python) bash scripts/install_datasets.sh
+
+repro: venv datasets   ## run the whole DVC pipeline on the profile in params.yaml (default: cpu)
 	$(BIN)/python -m priorlab.config check
 	$(BIN)/dvc repro
 
-test: venv             ## the whole test suite, slow checks included
+test: venv datasets    ## the whole test suite, slow checks included
 	$(BIN)/python -m pytest -q
 
 test-fast: venv        ## skip the slow statistical and end-to-end checks

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from priorlab.config import ModelParams, SetupParams
+from priorlab.config import BetaTCVAEParams, FactorialMixtureParams, ModelParams, SetupParams, VSCParams
 from priorlab.io import write_json
 from priorlab.models import build_model
 
@@ -35,6 +35,10 @@ NETS = {
 MODELS = {
     "vae": ModelParams(kind="vae", beta=1.0),
     "beta_vae": ModelParams(kind="vae", beta=4.0),
+    "vsc": VSCParams(kind="vsc"),  # paper defaults: 20 pseudo-inputs, the A.3 selector
+    "beta_tcvae": BetaTCVAEParams(kind="beta_tcvae"),
+    "fmvae_k64": FactorialMixtureParams(kind="fmvae", num_components=[64]),  # I = 1, K = 64; SVI in after_step
+    "fmvae_i2_k16": FactorialMixtureParams(kind="fmvae", num_factors=2, num_components=[16]),
 }
 """Models compared with ``vae``; later models register here with their default settings."""
 
@@ -53,11 +57,14 @@ def step_times(net: SetupParams, models: dict[str, ModelParams], batch: int = 64
 
     def run(name: str, n: int) -> None:
         model, opt = built[name]
-        for _ in range(n):
+        after_step = getattr(model, "after_step", None)  # per-step prior updates (SVI) count too
+        for i in range(n):
             loss, _ = model.loss(x)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if after_step is not None:
+                after_step(x, i + 1)
 
     for name in models:  # warm-up
         run(name, 3)

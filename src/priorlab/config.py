@@ -152,8 +152,65 @@ class BetaTCVAEParams(ModelParams):
         _non_negative(f"{key}.dimwise_weight", self.dimwise_weight)
 
 
+@dataclass(frozen=True)
+class FactorialMixtureParams(ModelParams):
+    """Factorial mixture prior VAE (paper 001): I factors of D = latent_dim / I dims, K_i components.
+
+    ``num_components`` has one entry per factor (or one shared by all).  Semi-supervision (sec. 2.5):
+    factor 0 is clamped to the data factor ``supervised_factor`` (a dSprites factor name, or
+    ``label`` for MNIST) on a seeded ``labelled_fraction`` of the training points, with the
+    cross-entropy weight ``delta`` for the first ``delta_steps`` train steps (0: all steps).
+    """
+
+    num_factors: int = 1
+    num_components: list[int] = field(default_factory=lambda: [16])
+    m0: float = 0.0  # Normal-Gamma / Dirichlet hyperprior (paper: 0, 1, 0.01, 0.01, 1)
+    s0: float = 1.0
+    a0: float = 0.01
+    b0: float = 0.01
+    c0: float = 1.0
+    tau0: float = 2000.0  # rho = (tau0 + tau)^-kappa, kappa in (0.5, 1] (App. E.3: 2000, 0.7)
+    kappa: float = 0.7
+    init_method: Literal["kmeans", "random"] = "kmeans"
+    prior_init_steps: int = 2000  # E-step + SVI iterations of prior_init (paper: 2e4)
+    prior_init_batch: int = 64
+    kl_z_weight: float = 1.0  # up-weight KL[z] by this factor ... (sec. 4.2: 20)
+    kl_z_weight_steps: int = 0  # ... for the first train steps (0: off)
+    supervised_factor: str = ""  # "" = unsupervised
+    labelled_fraction: float = 0.0
+    label_seed: int = 0
+    delta: float = 0.0  # Delta of eq. 8
+    delta_steps: int = 0
+    prior_lr: float = 0.01  # Adam step of the first-order prior updates while Delta > 0
+    train_steps: int = 0  # joint-training steps of this model (0: train.steps)
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        _positive(f"{key}.num_factors", self.num_factors)
+        if len(self.num_components) not in (1, self.num_factors):
+            raise ParamsError(f"{key}.num_components needs 1 or num_factors = {self.num_factors} entries, "
+                              f"got {len(self.num_components)}")
+        for i, k in enumerate(self.num_components):
+            _positive(f"{key}.num_components[{i}]", k)
+        for name in ("s0", "a0", "b0", "c0", "prior_init_batch", "kl_z_weight", "prior_lr"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        if not 0.5 < self.kappa <= 1.0:
+            raise ParamsError(f"{key}.kappa must be in (0.5, 1], got {self.kappa}")
+        for name in ("tau0", "train_steps", "prior_init_steps", "kl_z_weight_steps", "label_seed", "delta", "delta_steps"):
+            _non_negative(f"{key}.{name}", getattr(self, name))
+        if not 0.0 <= self.labelled_fraction <= 1.0:
+            raise ParamsError(f"{key}.labelled_fraction must be in [0, 1], got {self.labelled_fraction}")
+        if (self.labelled_fraction > 0 or self.delta > 0) and not self.supervised_factor:
+            raise ParamsError(f"{key}.supervised_factor must name a data factor when labelled_fraction or delta > 0")
+
+    def components(self) -> list[int]:
+        """K_i of every factor."""
+        return list(self.num_components) * (self.num_factors if len(self.num_components) == 1 else 1)
+
+
 MODEL_PARAMS["vsc"] = VSCParams
 MODEL_PARAMS["beta_tcvae"] = BetaTCVAEParams
+MODEL_PARAMS["fmvae"] = FactorialMixtureParams
 
 
 @dataclass(frozen=True)

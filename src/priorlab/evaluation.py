@@ -91,6 +91,9 @@ def evaluate_model(
     codes = encode_means(model, x_test, params.batch_size)
     result["active_dims"] = metrics.active_dims(codes, params.active_threshold)
     result["latent_dim"] = int(codes.shape[1])
+    extras = getattr(model, "evaluation_extras", None)  # model-kind specific measurements (e.g. paper 001's)
+    if extras is not None:
+        result["model_extras"] = extras(dataset, x_test, params.batch_size)
     if data is not None:
         rs = np.random.RandomState(params.seed)
         represent = representation_function(model, dataset.prepare, params.batch_size, params.representation,
@@ -109,5 +112,7 @@ def evaluate_model(
         "representation": params.representation,
         "seed": params.seed,
     }
+    if getattr(model, "evaluation_notes", None):  # model-specific caveats on what the numbers mean
+        result["notes"] = model.evaluation_notes
     result["versions"] = {**metrics.versions(), "torch": torch.__version__, "python": platform.python_version()}
     return result

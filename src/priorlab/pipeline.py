@@ -82,15 +82,25 @@ def load_model(params: Params, setup: str, model_name: str, path: Path, obs_shap
     return model, blob["meta"]
 
 
+def training_inputs(model: VAE, data: Dataset):
+    """(stored training rows, prepare) for the trainer; a model that needs more per batch than the
+    images (labels for semi-supervision, paper 001 sec. 2.5) provides ``training_inputs(data)``."""
+    hook = getattr(model, "training_inputs", None)
+    return hook(data) if hook is not None else (data.x("train"), data.prepare)
+
+
 def _fit_phase(params: Params, model: VAE, data: Dataset, opt: OptimParams, phase: str, run: str, fp: str) -> dict:
+    if hasattr(model, "set_dataset_size"):  # aggregate-posterior estimators (β-TCVAE) need N
+        model.set_dataset_size(len(data.x("train")))
+    x_train, prepare = training_inputs(model, data)
     result = fit(
         model,
-        data.x("train"),
+        x_train,
         opt,
         checkpoint=paths.checkpoint_file(phase, run),
         live_dir=paths.live_dir(phase, run),
         fingerprint=fp,
-        prepare=data.prepare,
+        prepare=prepare,
         device=resolve_device(params.device),
         desc=phase,
     )
@@ -145,7 +155,8 @@ def run_prior_init(params: Params, run: str) -> dict:
     for p in model.parameters():
         p.requires_grad_(False)
     generator = torch.Generator().manual_seed(params.train.seed + seed)
-    batches = (data.prepare(data.x("train")[i : i + 500]) for i in range(0, len(data.x("train")), 500))
+    x_train, prepare = training_inputs(model, data)
+    batches = (prepare(x_train[i : i + 500]) for i in range(0, len(x_train), 500))
     init_logs = model.init_prior(batches, generator)
     for p in model.parameters():
         p.requires_grad_(True)
@@ -169,7 +180,8 @@ def run_train(params: Params, run: str) -> dict:
     data = load_setup_data(params, setup)
     model, init_meta = load_model(params, setup, model_name, paths.prior_init_dir(run) / "model.pt", data.obs_shape)
     opt = params.train
-    opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed})
+    steps = getattr(params.model(model_name), "train_steps", 0) or opt.steps  # a model may set its own length
+    opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed, "steps": steps})
     fp = fingerprint("train", run, _asdict(params.model(model_name)), _asdict(opt), init_meta)
     model.set_phase("train")
     logs = _fit_phase(params, model, data, opt, "train", run, fp)

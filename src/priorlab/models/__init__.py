@@ -30,6 +30,49 @@ def _build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...
 
 MODEL_BUILDERS: dict[str, Callable[[SetupParams, ModelParams, tuple[int, ...]], VAE]] = {"vae": _build_vae}
 
+
+def _build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
+    """VSC (paper 002) on the setup's nets; the encoder emits μ, log σ², v per latent."""
+    from priorlab.models.vsc import VSC, PseudoInputPrior, SpikeSlabPosterior
+
+    posterior = SpikeSlabPosterior(setup.latent_dim, model.warmup_variant, model.sharpness_start)
+    likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
+    encoder = build_encoder(
+        setup.encoder, obs_shape, posterior.params_per_dim * setup.latent_dim, setup.hidden, setup.channels
+    )
+    decoder = build_decoder(
+        setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_pixel, setup.hidden, setup.channels
+    )
+    prior = PseudoInputPrior(obs_shape, model.n_pseudo_inputs, model.selector, model.selector_scale,
+                             model.selector_shift)
+    return VSC(encoder, posterior, decoder, likelihood, prior, alpha=model.alpha, beta=model.beta,
+               warmup_ramp_steps=model.warmup_ramp_steps, sharpness_start=model.sharpness_start,
+               sharpness_end=model.sharpness_end, sharpness_ramp_steps=model.sharpness_ramp_steps)
+
+
+def _build_beta_tcvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
+    """β-TCVAE (Chen et al. 2018) on exactly the VAE's nets."""
+    from priorlab.models.beta_tcvae import BetaTCVAE
+
+    vae = _build_vae(setup, model, obs_shape)
+    return BetaTCVAE(vae.encoder, vae.posterior_head, vae.decoder, vae.likelihood, vae.prior,
+                     tc_weight=model.tc_weight, mi_weight=model.mi_weight, dimwise_weight=model.dimwise_weight,
+                     estimator=model.estimator)
+
+
+MODEL_BUILDERS["vsc"] = _build_vsc
+MODEL_BUILDERS["beta_tcvae"] = _build_beta_tcvae
+
+
+def _build_fmvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
+    """Factorial mixture prior VAE (paper 001) on exactly the VAE's nets."""
+    from priorlab.models.fmvae import build_fmvae
+
+    return build_fmvae(setup, model, obs_shape)
+
+
+MODEL_BUILDERS["fmvae"] = _build_fmvae
+
 def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     try:
         builder = MODEL_BUILDERS[model.kind]

@@ -101,11 +101,15 @@ def kl_z(mu: Tensor, var: Tensor, gamma: Tensor, params: NormalGammaParams) -> T
 
 def kl_r(gamma: Tensor, c: Tensor, mask: Tensor) -> Tensor:
     """KL[r_i] of appendix C.3: sum_k gamma_ik (log gamma_ik - E[log pi_ik]) with 0 log 0 = 0.  [B, I]."""
+    return kl_r_from_log_pi(gamma, dirichlet.expected_log_pi(c, mask))
+
+
+def kl_r_from_log_pi(gamma: Tensor, e_log_pi: Tensor) -> Tensor:
+    """KL[r_i] given E[log pi] [I, K] (-inf allowed where gamma = 0, e.g. padded slots).  [B, I]."""
     positive = gamma > 0
     g_safe = torch.where(positive, gamma, torch.ones_like(gamma))
-    e_log_pi = dirichlet.expected_log_pi(c, mask)
-    e_log_pi = torch.where(mask, e_log_pi, torch.zeros_like(e_log_pi))
-    term = torch.where(positive, gamma * (torch.log(g_safe) - e_log_pi), torch.zeros_like(gamma))
+    e_safe = torch.where(torch.isfinite(e_log_pi), e_log_pi, torch.zeros_like(e_log_pi))
+    term = torch.where(positive, gamma * (torch.log(g_safe) - e_safe), torch.zeros_like(gamma))
     return term.sum(-1)
 
 
@@ -135,6 +139,40 @@ def svi_targets(
     n_kd = counts.unsqueeze(-1).expand_as(s1)
     stats = torch.stack([0.5 * n_kd, -0.5 * s2, s1, -0.5 * n_kd], dim=-1)
     return prior_natural + stats, c0 + counts
+
+
+def first_order_objective(
+    mu: Tensor,
+    var: Tensor,
+    gamma: Tensor,
+    n_data: float,
+    params: NormalGammaParams,
+    c: Tensor,
+    prior: NormalGammaParams,
+    c0: Tensor,
+    mask: Tensor,
+    labels: Tensor | None = None,
+    delta: float = 0.0,
+) -> Tensor:
+    """Eq. 8 per data point, F / N, restricted to the factors given (a scalar to maximise).
+
+    = -mean_n sum_i (KL[z_i] + KL[r_i]) - (sum_ik KL_NG + sum_i KL_Dir) / N - Delta mean_n CE_n,
+    CE_n = -sum_{i labelled} log g_{i, y_i} (zero for unlabelled rows).  gamma is held fixed (the
+    E-step / clamped allocations); differentiable in the prior parameters ``params`` and ``c``.
+    mu, var: [B, I, D]; gamma: [B, I, K]; labels: [B, I] (-1 = unlabelled).
+    """
+    ell = expected_log_likelihood(mu, var, params)
+    kz = (gamma * (gaussian_neg_entropy(var).unsqueeze(-1) - ell)).sum(-1)
+    kr = kl_r(gamma, c, mask)
+    kl_ng, kl_dir = global_kl(params, c, prior, c0, mask)
+    obj = -(kz + kr).sum(-1).mean() - (kl_ng + kl_dir) / n_data
+    if labels is not None and delta > 0:
+        e_log_pi = dirichlet.expected_log_pi(c, mask)
+        logits = torch.where(mask, ell + torch.where(mask, e_log_pi, torch.zeros_like(e_log_pi)), torch.full_like(ell, float("-inf")))
+        picked = torch.log_softmax(logits, -1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        ce = -torch.where(labels >= 0, picked, torch.zeros_like(picked)).sum(-1)
+        obj = obj - delta * ce.mean()
+    return obj
 
 
 def kmeans(x: Tensor, k: int, generator: torch.Generator, n_iter: int = 100) -> tuple[Tensor, Tensor]:
@@ -309,6 +347,10 @@ class FactorialMixturePrior(nn.Module):
         self.register_buffer("prior_pseudo_count", torch.tensor(c0, dtype=dtype))
         self.register_buffer("ng_natural", prior_nat.expand(I, K, D, 4).clone())
         self.register_buffer("dirichlet_natural", dirichlet.mean_to_natural(torch.full((I, K), c0, dtype=dtype)))
+        # Adam moments of the first-order updates of section 2.5, in (m, log s, log a, log b) and log c
+        self.register_buffer("fo_ng_moments", torch.zeros(2, I, K, D, 4, dtype=dtype))
+        self.register_buffer("fo_dir_moments", torch.zeros(2, I, K, dtype=dtype))
+        self.register_buffer("fo_steps", torch.zeros(I, dtype=torch.long))
 
     # ------------------------------------------------------------------ info
     @property
@@ -414,11 +456,45 @@ class FactorialMixturePrior(nn.Module):
         return p, self.pseudo_counts().to(dtype)
 
     # ------------------------------------------------------------- inference
+    def _coefficients(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Eq. 6 + E[log pi] as a quadratic in the codes, for the current q(xi) (no gradient):
+
+            log rho_ik = const_ik - 1/2 sum_d E[alpha]_ikd (mu_d^2 + var_d) + sum_d E[alpha m]_ikd mu_d,
+            const_ik = E[log pi_ik] + 1/2 sum_d (E[log alpha] - log 2 pi - 1/s - E[alpha] m^2)_ikd,
+
+        returned as (const [I, K] (-inf at padded slots), E[alpha] [I, D, K], E[alpha] m [I, D, K],
+        E[log pi] [I, K]).  Cached until a buffer changes (in-place updates bump tensor versions).
+        """
+        key = (self.ng_natural._version, self.dirichlet_natural._version, self.ng_natural.data_ptr(),
+               self.dirichlet_natural.data_ptr())
+        if getattr(self, "_coef_key", None) != key:
+            self._global_kl = None
+            with torch.no_grad():
+                m, s, a, b = self.posterior_params()
+                self._coef_params = NormalGammaParams(m, s, a, b)
+                e_alpha = a / b
+                e_log_pi = self.expected_log_pi()
+                const = 0.5 * (torch.digamma(a) - torch.log(b) - _LOG_2PI - 1.0 / s - e_alpha * m * m).sum(-1)
+                const = torch.where(self.component_mask, const + e_log_pi, torch.full_like(const, float("-inf")))
+                self._coef = (const, e_alpha.transpose(1, 2).contiguous(), (e_alpha * m).transpose(1, 2).contiguous(),
+                              e_log_pi)
+            self._coef_key = key
+        return self._coef
+
+    def _fast_logits(self, m: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """(logits [B, I, K], eq. 6 [B, I, K]) from codes [B, I, D] by two batched matrix products."""
+        const, e_alpha, e_alpha_m, e_log_pi = (t.to(m.dtype) for t in self._coefficients())
+        quad = torch.bmm((m * m + v).transpose(0, 1), e_alpha)  # [I, B, K]
+        lin = torch.bmm(m.transpose(0, 1), e_alpha_m)
+        logits = (const.unsqueeze(1) - 0.5 * quad + lin).transpose(0, 1)
+        mask = self.component_mask
+        ell = torch.where(mask, logits - torch.where(mask, e_log_pi, torch.zeros_like(e_log_pi)), torch.zeros_like(logits))
+        return logits, ell
+
     def logits(self, mu: Tensor, var: Tensor) -> Tensor:
         """log rho_ik (eq. 5-6), differentiable in mu and var; -inf at padded slots.  [B, I, K_max]."""
         m, v, out = self._codes(mu, var)
-        p, c = self._params(m.dtype)
-        return mixture_logits(m, v, p, c, self.component_mask).to(out)
+        return self._fast_logits(m, v)[0].to(out)
 
     def responsibilities(self, mu: Tensor, var: Tensor, clamp: Tensor | None = None) -> Tensor:
         """gamma_ik of eq. 5; rows with ``clamp[n, i] = k >= 0`` are one-hot at k (section 2.5).  [B, I, K_max]."""
@@ -458,14 +534,114 @@ class FactorialMixturePrior(nn.Module):
         gamma = torch.softmax(mixture_logits(m, v, p, c, self.component_mask), dim=-1)
         return kl_z(m, v, gamma, p).sum(-1).to(out), kl_r(gamma, c, self.component_mask).sum(-1).to(out)
 
+    def local_kl(self, mu: Tensor, var: Tensor, clamp: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """(KL[z_i], KL[r_i]) [B, I] each at the E-step gamma of eq. 5 (one-hot where ``clamp >= 0``), and gamma.
+
+        Differentiable in mu and var with gamma detached: at the optimum of eq. 5 that gradient is
+        the total one (envelope theorem); clamped rows are constants anyway.  gamma: [B, I, K_max].
+        """
+        m, v, out = self._codes(mu, var)
+        logits, ell = self._fast_logits(m, v)
+        if clamp is not None:
+            clamp = self._labels(clamp, m.shape[0], "clamp")
+        gamma = responsibilities_from_logits(logits.detach(), clamp)
+        kz = gaussian_neg_entropy(v) - (gamma * ell).sum(-1)  # gamma sums to one; zero at padded slots
+        with torch.no_grad():
+            e_log_pi = self._coefficients()[3].to(m.dtype)
+            kr = kl_r_from_log_pi(gamma, e_log_pi)
+        return kz.to(out), kr.to(out), gamma.to(out)
+
+    def global_kl_per_point(self, n_data: int) -> Tensor:
+        """(sum_ik KL_NG + sum_i KL_Dir) / N: lines (4d)-(4e) per data point (a 0-d tensor)."""
+        if n_data < 1:
+            raise ValueError(f"n_data must be >= 1, got {n_data}")
+        self._coefficients()
+        if self._global_kl is None:  # cached with the coefficients, per q(xi)
+            with torch.no_grad():
+                kl_ng, kl_dir = global_kl(self._coef_params, self.pseudo_counts(), self.prior_params(),
+                                          self.prior_pseudo_count, self.component_mask)
+            self._global_kl = kl_ng + kl_dir
+        return self._global_kl / n_data
+
+    @torch.no_grad()
+    def first_order_step(
+        self,
+        mu: Tensor,
+        var: Tensor,
+        gamma: Tensor,
+        n_data: int,
+        factors: Sequence[int],
+        lr: float,
+        labels: Tensor | None = None,
+        delta: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> float:
+        """Section 2.5: one first-order ascent step on F / N (``first_order_objective``) for ``factors``.
+
+        While Delta > 0 the factors touched by the cross-entropy of eq. 8 have no closed-form
+        natural gradient; they are moved by Adam (Kingma & Ba 2015) in the mean parameterisation,
+        taken unconstrained as u = (m, log s, log a, log b) and log c.  The Adam moments and step
+        counts are buffers (checkpointed with the module).  Returns the objective before the step.
+        """
+        if n_data < 1:
+            raise ValueError(f"n_data must be >= 1, got {n_data}")
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0, got {lr}")
+        sel = self._factor_mask(factors)
+        idx = sel.nonzero().squeeze(-1)
+        work = self.ng_natural.dtype
+        m, v, _ = self._codes(mu.detach().to(work), var.detach().to(work))
+        g = self._gamma(gamma.detach(), m.shape[0], work)
+        lab = None if labels is None else self._labels(labels, m.shape[0], "labels")[:, idx]
+        p, c = self.posterior_params(), self.pseudo_counts()
+        u = torch.stack([p.m, p.s.log(), p.a.log(), p.b.log()], -1)[idx].clone().requires_grad_()
+        log_c = c[idx].log().clone().requires_grad_()
+        mask = self.component_mask[idx]
+        with torch.enable_grad():
+            params = NormalGammaParams(u[..., 0], u[..., 1].exp(), u[..., 2].exp(), u[..., 3].exp())
+            obj = first_order_objective(
+                m[:, idx], v[:, idx], g[:, idx], n_data, params, log_c.exp(), self.prior_params(),
+                self.prior_pseudo_count, mask, lab, delta,
+            )
+            g_u, g_c = torch.autograd.grad(obj, (u, log_c))
+        b1, b2 = betas
+        self.fo_steps[idx] += 1
+        t = self.fo_steps[idx].to(work)
+
+        def adam(moments: Tensor, grad: Tensor, shape: tuple[int, ...]) -> Tensor:
+            m1 = b1 * moments[0, idx] + (1 - b1) * grad
+            m2 = b2 * moments[1, idx] + (1 - b2) * grad * grad
+            moments[0, idx], moments[1, idx] = m1, m2
+            bc1, bc2 = (1 - b1**t).view(shape), (1 - b2**t).view(shape)
+            return lr * (m1 / bc1) / (torch.sqrt(m2 / bc2) + eps)
+
+        new_u = u.detach() + adam(self.fo_ng_moments, g_u, (-1, 1, 1, 1))
+        new_log_c = log_c.detach() + adam(self.fo_dir_moments, g_c, (-1, 1))
+        new_nat = ng.mean_to_natural(NormalGammaParams(new_u[..., 0], new_u[..., 1].exp(), new_u[..., 2].exp(), new_u[..., 3].exp()))
+        m3 = mask[..., None, None]
+        self.ng_natural[idx] = torch.where(m3, new_nat, self.ng_natural[idx])
+        self.dirichlet_natural[idx] = torch.where(mask, dirichlet.mean_to_natural(new_log_c.exp()), self.dirichlet_natural[idx])
+        return float(obj)
+
     # ------------------------------------------------------------------- SVI
     @torch.no_grad()
     def svi_step(
-        self, mu: Tensor, var: Tensor, gamma: Tensor, n_data: int, step: int | None = None, rho: float | None = None
+        self,
+        mu: Tensor,
+        var: Tensor,
+        gamma: Tensor,
+        n_data: int,
+        step: int | None = None,
+        rho: float | None = None,
+        factors: Sequence[int] | None = None,
+        check: bool = True,
     ) -> float:
         """One natural-gradient step (eq. 13-14): lambda <- (1 - rho) lambda + rho lambda*, same for c.
 
-        rho = (tau0 + step)^-kappa unless ``rho`` in (0, 1] is given.  Returns the rho used.
+        rho = (tau0 + step)^-kappa unless ``rho`` in (0, 1] is given.  ``factors`` (default: all)
+        restricts the update to those factors; the others keep their q(xi).  ``check=False`` skips
+        the validation of gamma (for gamma from ``responsibilities`` / ``local_kl``).  Returns the rho used.
         """
         if n_data < 1:
             raise ValueError(f"n_data must be >= 1, got {n_data}")
@@ -477,11 +653,22 @@ class FactorialMixturePrior(nn.Module):
             raise ValueError(f"rho must lie in (0, 1], got {rho}")
         work = self.ng_natural.dtype
         m, v, _ = self._codes(mu.detach().to(work), var.detach().to(work))
-        g = self._gamma(gamma.detach(), m.shape[0], work)
+        g = self._gamma(gamma.detach(), m.shape[0], work) if check else gamma.detach().to(work)
         target_nat, target_c = svi_targets(m, v, g, n_data, self.prior_natural, self.prior_pseudo_count)
-        self.ng_natural.mul_(1.0 - rho).add_(rho * target_nat)
-        self.dirichlet_natural.mul_(1.0 - rho).add_(rho * dirichlet.mean_to_natural(target_c))
+        r = torch.full((self.num_factors,), rho, dtype=work, device=m.device)
+        if factors is not None:
+            r = r * self._factor_mask(factors).to(work)
+        self.ng_natural.mul_(1.0 - r[:, None, None, None]).add_(r[:, None, None, None] * target_nat)
+        self.dirichlet_natural.mul_(1.0 - r[:, None]).add_(r[:, None] * dirichlet.mean_to_natural(target_c))
         return float(rho)
+
+    def _factor_mask(self, factors: Sequence[int]) -> Tensor:
+        idx = [int(f) for f in factors]
+        if any(not 0 <= f < self.num_factors for f in idx):
+            raise ValueError(f"factors must lie in [0, {self.num_factors}), got {idx}")
+        sel = torch.zeros(self.num_factors, dtype=torch.bool, device=self.ng_natural.device)
+        sel[idx] = True
+        return sel
 
     @torch.no_grad()
     def init_from_codes(

@@ -1,0 +1,1 @@
+"""Experiment-level analyses that read several trained runs (one module per paper experiment)."""

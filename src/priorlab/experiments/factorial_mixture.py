@@ -1,0 +1,240 @@
+"""Paper 001's experiments on trained factorial mixture prior VAEs (the ``fmvae_experiments`` stage).
+
+* ELBO vs K (sec. 4.1, fig. 3): runs of group ``fmvae_elbo_vs_k`` (I = 1): the predictive bound
+  eq. 11, its reconstruction term, KL[z] and KL[r] against log2 K over seeds, and the paper's
+  claims tested on the numbers as measured (ELBO rises then saturates; KL[r] rises and KL[z]
+  falls with K).
+* Cluster figure (fig. 4): per mixture component, the mean and variance of decoded samples
+  z ~ p(z | k) (eq. 10) and a few of them.
+* Semi-supervised factors (sec. 4.2, group ``fmvae_semi_supervised``): held-out accuracy of the
+  clamped factor's cluster assignment (from ``evaluate``) and a conditional-generation grid
+  iterating the supervised k_0 with the other factors fixed per row.
+* Factorial grid (fig. 8, group ``fmvae_factorial``, I = 2): decoded means over (k_1, k_2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats
+
+from priorlab import paths
+from priorlab.io import read_json, save_figure, write_json
+from priorlab.plots.images import to_grid
+
+GROUPS = {"elbo_vs_k": "fmvae_elbo_vs_k", "semi_supervised": "fmvae_semi_supervised", "factorial": "fmvae_factorial"}
+OUT = paths.REPORTS / "fmvae"
+ACCURACY_GOAL = 0.95
+
+
+# --------------------------------------------------------------------------- ELBO vs K
+
+
+def elbo_vs_k_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run of the ELBO-vs-K group: K, seed and the eq. 11 terms (nats per test point)."""
+    rows = []
+    for r in results:
+        extra = r.get("model_extras")
+        if r.get("group") != GROUPS["elbo_vs_k"] or extra is None or len(extra["num_components"]) != 1:
+            continue
+        k = extra["num_components"][0]
+        rows.append({"run": r["run"], "K": k, "log2K": float(np.log2(k)), "seed": r["seed"],
+                     "elbo": r["test"]["elbo"], "log_lik": r["test"]["log_lik"], "kl_z": extra["kl_z"],
+                     "kl_r": extra["kl_r"], "kl": r["test"]["kl"], "iw_log_likelihood": r["test"]["iw_log_likelihood"],
+                     "components_used": extra["components_used"][0]})
+    return pd.DataFrame(rows).sort_values(["K", "seed"]).reset_index(drop=True) if rows else pd.DataFrame()
+
+
+def elbo_vs_k_claims(frame: pd.DataFrame, saturation_fraction: float = 0.25) -> dict[str, Any]:
+    """The fig. 3 claims, decided on the measured numbers (no tuning of the evaluation).
+
+    * ``elbo_rises``: the best mean ELBO over K > 1 exceeds the K = 1 mean by more than the
+      larger of their seed standard deviations;
+    * ``elbo_saturates``: the gain of the last doubling of K is at most ``saturation_fraction``
+      of the total gain from K = 1 to the best K (or negative);
+    * ``kl_r_rises`` / ``kl_z_falls``: Spearman rank correlation of KL[r] (KL[z]) with log2 K
+      over all runs is positive (negative) with p < 0.05.
+    """
+    if frame.empty or frame["K"].nunique() < 3:
+        return {"status": "not enough K values", "n_runs": int(len(frame))}
+    mean = frame.groupby("K")[["elbo", "log_lik", "kl_z", "kl_r"]].mean()
+    std = frame.groupby("K")[["elbo"]].std(ddof=1).fillna(0.0)["elbo"]
+    ks = list(mean.index)
+    k1, best_k, last, before_last = ks[0], mean["elbo"].idxmax(), ks[-1], ks[-2]
+    total_gain = float(mean["elbo"].max() - mean.loc[k1, "elbo"])
+    last_gain = float(mean.loc[last, "elbo"] - mean.loc[before_last, "elbo"])
+    rho_r = stats.spearmanr(frame["log2K"], frame["kl_r"])
+    rho_z = stats.spearmanr(frame["log2K"], frame["kl_z"])
+    return {
+        "K": ks,
+        "mean_elbo": [round(float(v), 3) for v in mean["elbo"]],
+        "mean_log_lik": [round(float(v), 3) for v in mean["log_lik"]],
+        "mean_kl_z": [round(float(v), 3) for v in mean["kl_z"]],
+        "mean_kl_r": [round(float(v), 3) for v in mean["kl_r"]],
+        "seeds_per_K": [int(v) for v in frame.groupby("K").size()],
+        "best_K": int(best_k),
+        "elbo_gain_best_vs_K1": round(total_gain, 3),
+        "elbo_gain_last_doubling": round(last_gain, 3),
+        "elbo_rises": bool(total_gain > max(std.loc[k1], std.loc[best_k]) and best_k != k1),
+        "elbo_saturates": bool(total_gain > 0 and last_gain <= saturation_fraction * total_gain),
+        "spearman_kl_r_vs_log2K": [round(float(rho_r.statistic), 3), float(rho_r.pvalue)],
+        "spearman_kl_z_vs_log2K": [round(float(rho_z.statistic), 3), float(rho_z.pvalue)],
+        "kl_r_rises": bool(rho_r.statistic > 0 and rho_r.pvalue < 0.05),
+        "kl_z_falls": bool(rho_z.statistic < 0 and rho_z.pvalue < 0.05),
+    }
+
+
+def plot_elbo_vs_k(frame: pd.DataFrame, path: str | Path, title: str = "") -> Path:
+    """Fig. 3: ELBO, reconstruction term, KL[z], KL[r] against log2 K (seed mean ± std, runs as dots)."""
+    fig, axes = plt.subplots(1, 4, figsize=(13, 3))
+    for ax, (col, label) in zip(axes, (("elbo", "test ELBO (eq. 11)"), ("log_lik", "E[log p(x|z)]"),
+                                       ("kl_z", "KL[z]"), ("kl_r", "KL[r]"))):
+        g = frame.groupby("log2K")[col]
+        ax.errorbar(g.mean().index, g.mean(), yerr=g.std(ddof=1).fillna(0.0), marker="o", capsize=3)
+        ax.scatter(frame["log2K"], frame[col], s=8, color="grey", alpha=0.6)
+        ax.set_xlabel("log2 K")
+        ax.set_title(label, fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    save_figure(path, fig)
+    return path
+
+
+# --------------------------------------------------------------------------- sampling figures
+
+
+@torch.no_grad()
+def decoded_means(model, components: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Mean of p(x | z) for z ~ p(z | k) (sec. 2.6, eq. 10) at the given components [n, I] (-1 = draw k)."""
+    z, _ = model.prior.sample(components.shape[0], generator, components)
+    return model.likelihood.mean(model.decode(z.float()))
+
+
+def top_components(model, factor: int, n: int) -> list[int]:
+    """The ``n`` components of ``factor`` with the largest pseudo-counts (the most used ones)."""
+    c = model.prior.pseudo_counts()[factor, : model.prior.num_components[factor]]
+    return [int(k) for k in torch.argsort(c, descending=True)[:n]]
+
+
+@torch.no_grad()
+def plot_clusters(model, path: str | Path, n_components: int = 6, n_samples: int = 100, n_show: int = 5,
+                  seed: int = 0, title: str = "") -> Path:
+    """Fig. 4: per component of factor 0 (most used first): mean and variance of ``n_samples``
+    decoded samples, then ``n_show`` of them (other factors' k drawn)."""
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    ks = top_components(model, 0, n_components)
+    for k in ks:
+        comp = torch.full((n_samples, model.prior.num_factors), -1, dtype=torch.long)
+        comp[:, 0] = k
+        imgs = decoded_means(model, comp, g)
+        var = imgs.var(0, keepdim=True)
+        rows.append(torch.cat([imgs.mean(0, keepdim=True), var / var.max().clamp_min(1e-12), imgs[:n_show]]))
+    grid = to_grid(torch.cat(rows), nrow=len(ks))
+    fig, ax = plt.subplots(figsize=(1.0 * (n_show + 2), 1.0 * len(ks) + 0.4))
+    ax.imshow(grid, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+    ax.set_axis_off()
+    ax.set_title(f"{title}: components {ks}: mean | variance (scaled) | samples", fontsize=8)
+    path = Path(path)
+    save_figure(path, fig)
+    return path
+
+
+@torch.no_grad()
+def conditional_grid(model, factor: int, rows: int, generator: torch.Generator) -> torch.Tensor:
+    """Sec. 4.2 / fig. 6: per row the other factors' (k, z) are drawn once; the columns iterate
+    k of ``factor`` over all its components with z_factor ~ p(z | k).  Images [rows * K, C, H, W]."""
+    K, D = model.prior.num_components[factor], model.prior.latent_dim
+    base, _ = model.prior.sample(rows, generator)  # [rows, I*D]
+    comp = torch.full((rows * K, model.prior.num_factors), -1, dtype=torch.long)
+    comp[:, factor] = torch.arange(K).repeat(rows)
+    z_k, _ = model.prior.sample(rows * K, generator, comp)
+    z = base.repeat_interleave(K, 0).clone()
+    z[:, factor * D : (factor + 1) * D] = z_k[:, factor * D : (factor + 1) * D]
+    return model.likelihood.mean(model.decode(z.float()))
+
+
+@torch.no_grad()
+def factorial_grid(model, n_per_factor: int, n_samples: int, generator: torch.Generator) -> tuple[torch.Tensor, list, list]:
+    """Fig. 8: for the ``n_per_factor`` most used k_1 and k_2, the mean over ``n_samples`` decoded
+    conditional samples z ~ p(z | k_1, k_2).  Returns (images [n1 * n2, C, H, W], k_1 list, k_2 list)."""
+    if model.prior.num_factors != 2:
+        raise ValueError(f"the factorial grid needs I = 2 factors, got {model.prior.num_factors}")
+    k1s, k2s = top_components(model, 0, n_per_factor), top_components(model, 1, n_per_factor)
+    images = []
+    for a in k1s:
+        for b in k2s:
+            comp = torch.tensor([[a, b]]).expand(n_samples, 2)
+            images.append(decoded_means(model, comp, generator).mean(0))
+    return torch.stack(images), k1s, k2s
+
+
+def plot_grid(images: torch.Tensor, nrow: int, path: str | Path, title: str) -> Path:
+    grid = to_grid(images, nrow=nrow)
+    ncol = -(-len(images) // nrow)
+    fig, ax = plt.subplots(figsize=(0.7 * ncol + 0.5, 0.7 * nrow + 0.5))
+    ax.imshow(grid, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+    ax.set_axis_off()
+    ax.set_title(title, fontsize=8)
+    path = Path(path)
+    save_figure(path, fig)
+    return path
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def _load_trained(params, run: str):
+    from priorlab.pipeline import load_model, load_setup_data
+
+    r = params.run(run)
+    data = load_setup_data(params, r.setup)
+    model, _ = load_model(params, r.setup, r.model, paths.train_dir(run) / "model.pt", data.obs_shape)
+    return model
+
+
+def run_fmvae_experiments(params) -> dict[str, Any]:
+    """``fmvae_experiments``: tables, claims and figures of paper 001 into ``reports/fmvae/``."""
+    runs = {name: r for name, r in params.runs.items() if r.group in GROUPS.values()}
+    results = [read_json(paths.metrics_file(name)) for name in runs]
+    summary: dict[str, Any] = {"runs": sorted(runs)}
+    seed = params.evaluate.seed
+    OUT.mkdir(parents=True, exist_ok=True)
+    frame = elbo_vs_k_frame(results)
+    if not frame.empty:
+        frame.to_csv(OUT / "elbo_vs_k.csv", index=False)
+        summary["elbo_vs_k"] = elbo_vs_k_claims(frame)
+        plot_elbo_vs_k(frame, OUT / "elbo_vs_k.png", title=f"ELBO vs K ({params.profile} profile)")
+        largest = frame[frame["seed"] == frame["seed"].min()].sort_values("K").iloc[-1]["run"]
+        plot_clusters(_load_trained(params, largest), OUT / "clusters.png", seed=seed, title=largest)
+    semi = {}
+    for r in results:
+        name = r["run"]
+        if r["group"] == GROUPS["semi_supervised"]:
+            extra = r["model_extras"]
+            acc = extra.get("heldout_accuracy")
+            semi[name] = {"supervised_factor": extra.get("supervised_factor"), "heldout_accuracy": acc,
+                          "goal": ACCURACY_GOAL, "reached": acc is not None and acc >= ACCURACY_GOAL,
+                          "labelled_fraction": r["model_params"]["labelled_fraction"],
+                          "delta": r["model_params"]["delta"]}
+            model = _load_trained(params, name)
+            imgs = conditional_grid(model, 0, 6, torch.Generator().manual_seed(seed))
+            plot_grid(imgs, 6, OUT / f"conditional_grid_{name}.png",
+                      f"{name}: columns k_0 = 0..{model.prior.num_components[0] - 1} (supervised), rows: other factors fixed")
+        elif r["group"] == GROUPS["factorial"]:
+            model = _load_trained(params, name)
+            n = min(8, *model.prior.num_components)
+            imgs, k1s, k2s = factorial_grid(model, n, 50, torch.Generator().manual_seed(seed))
+            plot_grid(imgs, n, OUT / f"factorial_grid_{name}.png", f"{name}: rows k_1 {k1s}, columns k_2 {k2s}")
+            summary.setdefault("factorial", {})[name] = {"k1": k1s, "k2": k2s,
+                                                          "components_used": r["model_extras"]["components_used"]}
+    if semi:
+        summary["semi_supervised"] = semi
+    write_json(OUT / "summary.json", summary)
+    return summary

@@ -1,0 +1,428 @@
+"""Variational Sparse Coding experiments (paper 002): Smiley disentanglement (fig. 3, 9), ELBO vs
+prior strength (fig. 1), spike activation per class (fig. 5), conditional generation (fig. 6, 7).
+
+Runs are found by their ``group`` in ``runs:``:
+
+* ``vsc_smiley``: VSC, β-VAE (a β grid) and β-TCVAE on Smiley setups of several latent sizes.
+  Each model is encoded on the data set's freshly generated test split and, when the environment
+  variable ``PRIORLAB_SMILEY_TEST_MAT`` names an existing file, on the authors' published test set.
+* ``vsc_elbo``: VSC over α and β-VAE over β on Fashion-MNIST (test ELBO from ``metrics/<run>.json``).
+
+Definitions (all on the posterior mean, the framework's representation):
+
+* source signal ``s_j = presence(group(j)) · v_j`` (the authors' ``S ∘ V``); correlation matrix
+  ``A = |corr(s_j, z_d)|`` [18, D], shown with the paper's column ordering
+  (``order_latents_by_source``: entries < 0.07 zeroed, latent → source maximising ``A_ij / mean_j A_ij``).
+* contrast: ``correlation_contrast(A)``, the mean over sources of ``(top − second) / top``.
+* block purity: over used latents (a non-zero column after thresholding), the mean share of the
+  latent's column mass ``Σ_i A_id`` lying in the rows of the group of its assigned source (1 = the
+  block-diagonal structure of fig. 3d).
+* used latents: non-zero columns of the thresholded matrix (the paper's "exploited dimensions").
+* presence-aware MIG / DCI: 22 factors = 4 presence flags (scored on all points) + 18 binned
+  sources, source ``j`` scored only on the points where its group is present (its value has no
+  effect on the image otherwise).  MIG: per-factor gap on that subset, averaged; DCI: one
+  classifier per factor on its subset, importance matrix [D, 22], D and C as usual,
+  informativeness the mean test accuracy.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from priorlab import metrics, paths
+from priorlab.config import Params
+from priorlab.io import atomic_path, write_json
+
+SMILEY_GROUP, ELBO_GROUP = "vsc_smiley", "vsc_elbo"
+REFERENCE_ENV = "PRIORLAB_SMILEY_TEST_MAT"
+CORR_THRESHOLD = 0.07
+OUT_DIR = paths.REPORTS / "sparse_coding"
+FASHION_CLASSES = ("T-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot")
+
+
+# --------------------------------------------------------------------------- Smiley metrics
+
+
+def source_signals(presence: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """``[N, 18]`` presence-gated source values (authors' ``S ∘ V``) from group presence ``[N, 4]``."""
+    from priorlab.data.smiley import source_presence
+
+    return source_presence(np.asarray(presence, dtype=bool)) * np.asarray(sources, dtype=np.float64)
+
+
+def presence_aware_factors(presence: np.ndarray, source_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Factors ``[N, 22]`` (4 flags, 18 bins) and the mask ``[N, 22]`` of points each is scored on."""
+    from priorlab.data.smiley import source_presence
+
+    p = np.asarray(presence, dtype=bool)
+    bins = np.asarray(source_bins)
+    if p.ndim != 2 or p.shape[1] != 4 or bins.shape != (p.shape[0], 18):
+        raise ValueError(f"need presence [N, 4] and source_bins [N, 18], got {p.shape}, {bins.shape}")
+    factors = np.concatenate([p.astype(np.int64), bins.astype(np.int64)], axis=1)
+    mask = np.concatenate([np.ones_like(p), source_presence(p)], axis=1)
+    return factors, mask
+
+
+def presence_aware_mig(codes: np.ndarray, factors: np.ndarray, mask: np.ndarray, n_bins: int = 20) -> dict:
+    """Mean over factors of the MIG gap, factor ``k`` scored on the points ``mask[:, k]``."""
+    per = []
+    for k in range(factors.shape[1]):
+        m = mask[:, k]
+        per.append(metrics.mig(codes[m], factors[m][:, [k]], n_bins=n_bins, details=True)["per_factor"][0])
+    per = np.asarray(per, dtype=np.float64)
+    return {"mig": float(per.mean()), "per_factor": per.tolist()}
+
+
+def presence_aware_dci(codes_train, factors_train, mask_train, codes_test, factors_test, mask_test,
+                       random_state: int = 0, backend: str = "hist") -> dict:
+    """DCI with one classifier per factor trained / tested on the points where it is scored."""
+    from priorlab.metrics.dci import completeness, disentanglement, importance_matrix
+
+    cols, acc = [], []
+    for k in range(factors_train.shape[1]):
+        mt, me = mask_train[:, k], mask_test[:, k]
+        r, _, test_acc = importance_matrix(codes_train[mt], factors_train[mt][:, [k]], codes_test[me],
+                                           factors_test[me][:, [k]], random_state + k, backend)
+        cols.append(r[:, 0])
+        acc.append(test_acc)
+    r = np.stack(cols, axis=1)
+    return {"disentanglement": disentanglement(r), "completeness": completeness(r),
+            "informativeness_test": float(np.mean(acc)), "backend": backend}
+
+
+def block_purity(corr: np.ndarray, assignment: np.ndarray, threshold: float = CORR_THRESHOLD) -> float:
+    """Mean share of each used latent's correlation mass inside its assigned source's group rows."""
+    from priorlab.data.smiley import GROUP_NAMES, GROUP_SOURCE_SLICES
+
+    a = np.where(corr < threshold, 0.0, corr)
+    group_of = np.empty(a.shape[0], dtype=np.int64)
+    for g, name in enumerate(GROUP_NAMES):
+        group_of[GROUP_SOURCE_SLICES[name]] = g
+    used = np.flatnonzero(assignment >= 0)
+    if used.size == 0:
+        return 0.0
+    shares = [a[group_of == group_of[assignment[d]], d].sum() / a[:, d].sum() for d in used]
+    return float(np.mean(shares))
+
+
+def smiley_scores(codes: np.ndarray, presence: np.ndarray, sources: np.ndarray, n_bins: int = 20,
+                  active_threshold: float = 0.01, dci_backend: str = "hist", seed: int = 0,
+                  wanted: tuple[str, ...] = ("mig", "dci"), max_points: int | None = None) -> dict[str, Any]:
+    """Correlation matrix and summaries on every point; presence-aware MIG / DCI on the first
+    ``max_points`` (first half train, second test), only when named in ``wanted`` (the profile's
+    ``evaluate.metrics``)."""
+    from priorlab.data.smiley import SmileyData
+
+    corr = metrics.correlation_matrix(codes, source_signals(presence, sources))
+    ordered = metrics.order_latents_by_source(corr, CORR_THRESHOLD)
+    factors, mask = presence_aware_factors(presence, SmileyData().discretise_sources(sources))
+    n = len(codes) if max_points is None else min(len(codes), max_points)
+    codes, factors, mask = codes[:n], factors[:n], mask[:n]
+    half = n // 2
+    nan_dci = {"disentanglement": float("nan"), "completeness": float("nan"), "informativeness_test": float("nan")}
+    return {
+        "corr": corr,
+        "ordered": ordered["matrix"],
+        "contrast": metrics.correlation_contrast(corr),
+        "block_purity": block_purity(corr, ordered["assignment"]),
+        "used_latents": int((ordered["assignment"] >= 0).sum()),
+        "active_dims": metrics.active_dims(codes, active_threshold),
+        "mig": presence_aware_mig(codes, factors, mask, n_bins)["mig"] if "mig" in wanted else float("nan"),
+        "dci": presence_aware_dci(codes[:half], factors[:half], mask[:half], codes[half:], factors[half:],
+                                  mask[half:], seed, dci_backend) if "dci" in wanted else nan_dci,
+    }
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _runs(params: Params, group: str) -> list[str]:
+    return [r for r, spec in params.runs.items() if spec.group == group
+            and (paths.train_dir(r) / "model.pt").is_file()]
+
+
+def _load(params: Params, run: str):
+    from priorlab.pipeline import load_model, load_setup_data
+
+    r = params.run(run)
+    data = load_setup_data(params, r.setup)
+    model, _ = load_model(params, r.setup, r.model, paths.train_dir(run) / "model.pt", data.obs_shape)
+    return model, data
+
+
+@torch.no_grad()
+def _encode(model, x: torch.Tensor, batch: int = 500) -> np.ndarray:
+    return torch.cat([model.represent(x[s : s + batch]) for s in range(0, len(x), batch)]).double().numpy()
+
+
+def _label(params: Params, run: str) -> str:
+    spec = params.models[params.run(run).model]
+    if spec.kind == "vsc":
+        return f"VSC α={spec.alpha:g}"
+    if spec.kind == "beta_tcvae":
+        return f"β-TCVAE β={spec.tc_weight:g}"
+    return f"β-VAE β={spec.beta:g}"
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+        "| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+
+
+# --------------------------------------------------------------------------- experiments
+
+
+def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
+    """Fig. 3 / 9: correlation matrices and scores of every ``vsc_smiley`` run on the test sets."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from priorlab.io import save_figure
+
+    runs = _runs(params, SMILEY_GROUP)
+    if not runs:
+        return [], {}
+    ev = params.evaluate
+    test_sets: dict[str, tuple] = {}
+    ref_path = os.environ.get(REFERENCE_ENV, "")
+    ref_note = None
+    if ref_path and Path(ref_path).is_file():
+        from priorlab.data.smiley import load_smiley_mat
+
+        test_sets["authors"] = load_smiley_mat(ref_path)
+    else:
+        ref_note = (f"authors' test set not evaluated: set {REFERENCE_ENV} to the path of smiley_test.mat "
+                    f"({'not found: ' + ref_path if ref_path else 'unset'})")
+    results: dict[str, dict] = {}
+    for run in runs:
+        model, data = _load(params, run)
+        sets = {"fresh": (data.arrays["x_test"][:, 0], data.arrays["presence_test"].astype(bool),
+                          data.arrays["sources_test"]), **test_sets}
+        spec = params.run(run)
+        results[run] = {"label": _label(params, run), "latent_dim": params.setup(spec.setup).latent_dim,
+                        "model": spec.model, "seed": spec.seed}
+        for name, (images, presence, sources) in sets.items():
+            x = data.prepare(torch.as_tensor(np.asarray(images)[:, None]))
+            results[run][name] = smiley_scores(_encode(model, x), presence, sources, ev.n_bins,
+                                               ev.active_threshold, ev.dci_backend, ev.seed, tuple(ev.metrics),
+                                               2 * ev.metric_num_test)
+    # β of the β-VAE per latent size: best correlation contrast on the fresh set (paper D.2)
+    chosen: dict[int, str] = {}
+    for run, r in results.items():
+        if params.models[r["model"]].kind == "vae":
+            best = chosen.get(r["latent_dim"])
+            if best is None or r["fresh"]["contrast"] > results[best]["fresh"]["contrast"]:
+                chosen[r["latent_dim"]] = run
+    lines = ["## Smiley disentanglement (paper 002, fig. 3 and 9)", ""]
+    if ref_note:
+        lines += [f"Note: {ref_note}.", ""]
+    lines += [f"β-VAE β chosen per latent size by the best correlation contrast on the fresh test set "
+              f"(paper D.2): " + ", ".join(f"d={d}: {results[r]['label']}" for d, r in sorted(chosen.items())), ""]
+    for name in ("fresh", *test_sets):
+        lines += [f"### Test set: {name}", ""]
+        rows = []
+        for run, r in results.items():
+            s = r[name]
+            rows.append([run, r["label"], r["latent_dim"], s["contrast"], s["block_purity"], s["used_latents"],
+                         s["active_dims"], s["mig"], s["dci"]["disentanglement"], s["dci"]["completeness"],
+                         s["dci"]["informativeness_test"]])
+        lines += _md_table(["run", "model", "d", "contrast", "block purity", "used latents", "active dims",
+                            "PA-MIG", "PA-DCI D", "PA-DCI C", "PA-DCI I"], rows) + [""]
+        shown = [r for r in results if params.models[results[r]["model"]].kind != "vae" or r in chosen.values()]
+        dims = sorted({results[r]["latent_dim"] for r in shown})
+        kinds = sorted({results[r]["label"].split(" ")[0] for r in shown})
+        fig, axes = plt.subplots(len(kinds), len(dims), figsize=(4.5 * len(dims), 2.8 * len(kinds)), squeeze=False)
+        for ax in axes.flat:
+            ax.axis("off")
+        for run in shown:
+            r = results[run]
+            ax = axes[kinds.index(r["label"].split(" ")[0]), dims.index(r["latent_dim"])]
+            ax.axis("on")
+            ax.imshow(r[name]["ordered"], cmap="gray", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+            ax.set_title(f"{r['label']}, d={r['latent_dim']} (contrast {r[name]['contrast']:.2f})", fontsize=8)
+            ax.set_xlabel("latent (ordered)", fontsize=7)
+            ax.set_ylabel("source", fontsize=7)
+        save_figure(out / f"smiley_correlation_{name}.png", fig)
+        lines += [f"![correlation matrices, {name}](smiley_correlation_{name}.png)", ""]
+    summary: dict[str, dict] = {}
+    for run, r in results.items():
+        summary[run] = {k: v for k, v in r.items() if not isinstance(v, dict)}
+        for name in ("fresh", *test_sets):
+            s = r[name]
+            summary[run][name] = {k: v for k, v in s.items() if k not in ("corr", "ordered")}
+            summary[run][name]["corr"] = np.round(s["corr"], 4).tolist()
+    return lines, {"runs": summary, "chosen_beta_vae": {str(d): r for d, r in chosen.items()},
+                   "reference_note": ref_note}
+
+
+def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
+    """Fig. 1: test ELBO (mean ± std over seeds) against α (VSC) and β (β-VAE)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from priorlab.io import read_json, save_figure
+
+    runs = [r for r in _runs(params, ELBO_GROUP) if paths.metrics_file(r).is_file()]
+    if not runs:
+        return [], {}
+    table: dict[tuple[str, float], list[float]] = {}
+    for run in runs:
+        spec = params.models[params.run(run).model]
+        key = ("VSC", spec.alpha) if spec.kind == "vsc" else ("β-VAE", spec.beta)
+        table.setdefault(key, []).append(read_json(paths.metrics_file(run))["test"]["elbo"])
+    rows, data = [], {}
+    for (kind, value), elbos in sorted(table.items()):
+        e = np.asarray(elbos)
+        std = float(e.std(ddof=1)) if len(e) > 1 else float("nan")
+        rows.append([kind, value, len(e), float(e.mean()), std])
+        data.setdefault(kind, []).append((value, float(e.mean()), std))
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    for ax, (kind, xlabel) in zip(axes, (("VSC", "prior spike probability α"), ("β-VAE", "β"))):
+        pts = sorted(data.get(kind, []))
+        if pts:
+            v, m, s = map(np.asarray, zip(*pts))
+            ax.errorbar(v, m, yerr=np.nan_to_num(s), marker="o", capsize=3)
+            ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("test ELBO (nats)")
+        ax.set_title(kind)
+    save_figure(out / "elbo_vs_prior_strength.png", fig)
+    lines = ["## ELBO vs prior strength (paper 002, fig. 1; Fashion-MNIST)", "",
+             "Test ELBO = E log p(x|z) − KL (the sparsity term of eq. 4 excluded), nats per image.", ""]
+    lines += _md_table(["model", "α or β", "seeds", "ELBO mean", "ELBO std"], rows)
+    lines += ["", "![ELBO vs prior strength](elbo_vs_prior_strength.png)", ""]
+    return lines, {"rows": [dict(zip(("model", "value", "seeds", "mean", "std"), r)) for r in rows]}
+
+
+@torch.no_grad()
+def class_activations(model, x: torch.Tensor, labels: np.ndarray, n_classes: int = 10) -> np.ndarray:
+    """Mean spike probability γ per class ``[n_classes, J]`` (fig. 5)."""
+    gamma = torch.cat([model.spike_probabilities(x[s : s + 500]) for s in range(0, len(x), 500)]).double().numpy()
+    return np.stack([gamma[labels == c].mean(0) if np.any(labels == c) else np.zeros(gamma.shape[1])
+                     for c in range(n_classes)])
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
+
+
+@torch.no_grad()
+def conditional_samples(model, x: torch.Tensor, n: int, generator: torch.Generator, threshold: float = 0.5):
+    """Fig. 6: encode one image; resample only its active dims (γ > threshold) from its selected prior slab."""
+    q = model.posterior(x[:1]).base_dist
+    p = model.prior_distribution(x[:1])
+    u = int(p.weights[0].argmax())
+    active = q.gamma[0] > threshold
+    eps = torch.randn(n, q.gamma.shape[1], generator=generator)
+    slab = p.loc_u[u] + torch.exp(0.5 * p.logvar_u[u]) * eps
+    z = torch.where(active, slab, torch.zeros_like(slab))
+    return model.likelihood.mean(model.decode(z)), active
+
+
+def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
+    """Fig. 5-7 from the ``vsc_elbo`` VSC run with the smallest α (paper D.3: α = 0.01)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from priorlab.io import save_figure
+    from priorlab.plots.images import to_grid
+
+    vsc_runs = [r for r in _runs(params, ELBO_GROUP) if params.models[params.run(r).model].kind == "vsc"]
+    if not vsc_runs:
+        return [], {}
+    run = min(vsc_runs, key=lambda r: (params.models[params.run(r).model].alpha, params.run(r).seed))
+    model, data = _load(params, run)
+    labels = data.labels("test")
+    x = data.prepare(data.x("test"))
+    act = class_activations(model, x, labels)
+    order = np.argsort(-act.mean(0))
+    fig, ax = plt.subplots(figsize=(8, 2.6))
+    ax.imshow(act[:, order], cmap="gray", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    ax.set_yticks(range(10), FASHION_CLASSES, fontsize=7)
+    ax.set_xlabel("latent (by mean activation)")
+    ax.set_title(f"{run}: mean spike probability per class")
+    save_figure(out / "spike_per_class.png", fig)
+    sim = np.array([[_cosine(act[a], act[b]) for b in range(10)] for a in range(10)])
+    # fig. 6: conditional generation from one test image per class
+    g = torch.Generator().manual_seed(params.evaluate.seed)
+    tiles, n_active = [], []
+    for c in range(10):
+        idx = int(np.flatnonzero(labels == c)[0]) if np.any(labels == c) else 0
+        samples, active = conditional_samples(model, x[idx : idx + 1], 7, g)
+        tiles += [x[idx : idx + 1], samples]
+        n_active.append(int(active.sum()))
+    fig, ax = plt.subplots(figsize=(5, 7))
+    ax.imshow(to_grid(torch.cat(tiles), nrow=10), cmap="gray", vmin=0, vmax=1)
+    ax.axis("off")
+    ax.set_title("input | 7 samples along its active dims", fontsize=8)
+    save_figure(out / "conditional_generation.png", fig)
+    # fig. 7: T-shirt vs shirt: shared and exclusive active dims
+    feature_lines = []
+    if np.any(labels == 0) and np.any(labels == 6):
+        i0, i6 = int(np.flatnonzero(labels == 0)[0]), int(np.flatnonzero(labels == 6)[0])
+        q = model.posterior(x[[i0, i6]]).base_dist
+        act0, act6 = q.gamma[0] > 0.5, q.gamma[1] > 0.5
+        shared = torch.nonzero(act0 & act6).flatten()[:2].tolist()
+        only6 = torch.nonzero(act6 & ~act0).flatten()[:2].tolist()
+        z0 = model.represent(x[[i0]])[0]
+        z6 = model.represent(x[[i6]])[0]
+        rows = []
+        for d in shared:  # alter a shared dimension of the T-shirt's code
+            zs = z0.repeat(7, 1)
+            zs[:, d] = torch.linspace(-2.5, 2.5, 7)
+            rows.append(model.likelihood.mean(model.decode(zs)))
+        for d in only6:  # activate a shirt-only dimension in the T-shirt's code
+            zs = z0.repeat(7, 1)
+            zs[:, d] = torch.linspace(0, 1, 7) * z6[d] * 2
+            rows.append(model.likelihood.mean(model.decode(zs)))
+        if rows:
+            fig, ax = plt.subplots(figsize=(5, 0.9 * len(rows) + 0.5))
+            ax.imshow(to_grid(torch.cat(rows), nrow=len(rows)), cmap="gray", vmin=0, vmax=1)
+            ax.axis("off")
+            ax.set_title(f"T-shirt code: shared dims {shared} altered; shirt-only dims {only6} switched on", fontsize=7)
+            save_figure(out / "feature_comparison.png", fig)
+            feature_lines = ["![feature comparison](feature_comparison.png)", ""]
+        counts = {"tshirt_active": int(act0.sum()), "shirt_active": int(act6.sum()), "shared": int((act0 & act6).sum())}
+    else:
+        counts = {}
+    lines = [f"## Spike activation per class and conditional generation (paper 002, fig. 5-7; `{run}`)", "",
+             "![mean spike probability per class](spike_per_class.png)", "",
+             f"Cosine similarity of class activation patterns: T-shirt/shirt {sim[0, 6]:.3f}, "
+             f"T-shirt/trouser {sim[0, 1]:.3f}, sneaker/boot {sim[7, 9]:.3f}, trouser/bag {sim[1, 8]:.3f}. "
+             f"Active dims (γ > 0.5) of the conditioning images: {n_active}.", "",
+             "![conditional generation](conditional_generation.png)", "", *feature_lines]
+    return lines, {"run": run, "class_activation": np.round(act, 4).tolist(), "similarity": np.round(sim, 4).tolist(),
+                   "active_dims_conditioning": n_active, "tshirt_shirt": counts}
+
+
+def run_sparse_coding(params: Params) -> Path:
+    """``sparse_coding`` stage: every VSC experiment whose runs exist; writes ``reports/sparse_coding``."""
+    out = OUT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["# Variational Sparse Coding experiments", "",
+             "Generated by the `sparse_coding` stage (`priorlab.experiments.sparse_coding`); definitions of every "
+             "score are in that module's docstring.", ""]
+    results: dict[str, Any] = {"profile": params.profile}
+    for name, fn in (("smiley", smiley_experiment), ("elbo", elbo_experiment), ("fashion", fashion_experiment)):
+        part_lines, part = fn(params, out)
+        if not part_lines:
+            lines += [f"_{name}: no runs of this experiment in the profile._", ""]
+        lines += part_lines
+        results[name] = part
+    write_json(out / "results.json", results)
+    path = out / "README.md"
+    with atomic_path(path, suffix=".md") as tmp:
+        tmp.write_text("\n".join(lines))
+    return path

@@ -1,0 +1,355 @@
+"""The factorial mixture prior VAE (paper 001): encoder, decoder and q_lambda(xi) trained together.
+
+Paquet, Ghaisas & Tieleman, "A Factorial Mixture Prior for Compositional Deep
+Generative Models".  z = [z_1 .. z_I], factor i a K_i-component Gaussian mixture
+with Normal-Gamma / Dirichlet hyperpriors, q_lambda(xi) held by
+:class:`~priorlab.priors.factorial_mixture.FactorialMixturePrior`.
+
+The ELBO stays the one of :mod:`priorlab.models.elbo`: the prior module returns
+:class:`FactorialMixtureLatent`, p(z | q_lambda), for which an analytic
+``kl_divergence(Independent(Normal), FactorialMixtureLatent)`` is registered:
+KL[z] + KL[r] (lines 4b-4c) at the E-step optimum of gamma (eq. 5), one-hot
+where a label clamps it (sec. 2.5).  Its ``log_prob`` is the predictive
+Student-t mixture of sec. 2.6 (eq. 10), so the importance-weighted bound
+estimates log p_Q(x).  Per mini-batch (sec. 2.4): (1) the E-step inside the
+KL; (2) the trainer's Adam step on the nets; (3) ``after_step``: the SVI
+natural-gradient step on lambda (eq. 13-14) with the batch's encodings cached
+from the forward pass (the paper re-encodes after the Adam step; cached codes
+save one encoder pass).  Extra loss terms: the global KLs / N (4d-4e), the
+optional KL[z] up-weighting (sec. 4.2) and Delta x the cross-entropy of eq. 8.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.distributions import Distribution, Independent, Normal, constraints, register_kl
+
+from priorlab.config import FactorialMixtureParams
+from priorlab.models.elbo import ElboTerms
+from priorlab.models.vae import VAE
+from priorlab.priors.factorial_mixture import FactorialMixturePrior
+
+UNLABELLED = 255
+"""Label value of unlabelled rows in the packed uint8 training array."""
+
+
+class FactorialMixtureLatent(Distribution):
+    """p(z | q_lambda(xi)) of one mini-batch, with the clamped labels ``clamp`` [B, I] (-1 = free).
+
+    ``log_prob`` is the predictive density of sec. 2.6 (Student-t mixtures, eq. 10);
+    the KL from a diagonal Gaussian q(z|x) is registered analytically below.
+    """
+
+    arg_constraints: dict = {}
+    support = constraints.real_vector
+    has_rsample = False
+
+    def __init__(self, prior: FactorialMixturePrior, clamp: Tensor | None = None):
+        self.prior, self.clamp = prior, clamp
+        self.last: tuple[Tensor, Tensor, Tensor] | None = None  # (KL[z], KL[r], gamma) of the last local_kl
+        width = prior.num_factors * prior.latent_dim
+        super().__init__(torch.Size(), torch.Size([width]), validate_args=False)
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        return self.prior.predictive().log_prob(value).to(value.dtype)
+
+    def sample(self, sample_shape=torch.Size(), generator: torch.Generator | None = None) -> Tensor:
+        if generator is None:
+            raise ValueError("sample needs an explicit torch.Generator")
+        n = int(math.prod(torch.Size(sample_shape)))
+        return self.prior.sample(max(n, 1), generator)[0][:n].reshape(*sample_shape, -1)
+
+    def local_kl(self, mu: Tensor, var: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(KL[z] [B, I], KL[r] [B, I], gamma [B, I, K]) at the E-step gamma (clamped rows one-hot)."""
+        clamp = self.clamp if self.clamp is not None and self.clamp.shape[0] == mu.shape[0] else None
+        self.last = self.prior.local_kl(mu, var, clamp)
+        return self.last
+
+
+@register_kl(Independent, FactorialMixtureLatent)
+def _kl_gaussian_factorial_mixture(q: Independent, p: FactorialMixtureLatent) -> Tensor:
+    """KL[z] + KL[r] of eq. 4b-4c / eq. 11 per observation (appendix C.2-C.3)."""
+    if not isinstance(q.base_dist, Normal) or q.reinterpreted_batch_ndims != 1:
+        raise NotImplementedError
+    kz, kr, _ = p.local_kl(q.base_dist.loc, q.base_dist.scale.pow(2))
+    return (kz + kr).sum(-1)
+
+
+def pack_labelled(x: Tensor, labels: np.ndarray | Tensor) -> Tensor:
+    """Training rows [N, C*H*W + 1] uint8: the stored pixels and the label (``UNLABELLED`` = none)."""
+    if x.dtype != torch.uint8:
+        raise ValueError(f"stored observations must be uint8 to carry labels, got {x.dtype}")
+    lab = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+    if lab.shape != (x.shape[0],) or bool((lab >= UNLABELLED).any()) or bool((lab < -1).any()):
+        raise ValueError(f"labels must be [N] = [{x.shape[0]}] with values in [-1, {UNLABELLED})")
+    col = torch.where(lab < 0, torch.full_like(lab, UNLABELLED), lab).to(torch.uint8)
+    return torch.cat([x.reshape(x.shape[0], -1), col[:, None]], 1)
+
+
+def unpack_labelled(rows: Tensor, obs_shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+    """Inverse of :func:`pack_labelled`: (pixels [B, *obs_shape] uint8, labels [B] long, -1 = none)."""
+    lab = rows[:, -1].long()
+    return rows[:, :-1].reshape(-1, *obs_shape), torch.where(lab == UNLABELLED, torch.full_like(lab, -1), lab)
+
+
+def data_factor_labels(data, name: str, split: str) -> np.ndarray:
+    """Integer labels of the data factor ``name`` (a ground-truth factor, or ``label`` of real data)."""
+    names = list(data.manifest.get("factor_names", []))
+    if name not in names:
+        raise ValueError(f"supervised_factor {name!r} is not a factor of data set {data.name!r}; allowed: {names}")
+    labels = data.labels(split)
+    if labels is not None and name == "label":
+        return np.asarray(labels, dtype=np.int64)
+    return np.asarray(data.factors(split)[:, names.index(name)], dtype=np.int64)
+
+
+def labelled_subset(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Labels with all but a seeded ``fraction`` of the rows set to -1 (the set Omega of sec. 2.5)."""
+    n = len(labels)
+    keep = np.zeros(n, dtype=bool)
+    keep[np.random.RandomState(seed).permutation(n)[: int(round(fraction * n))]] = True
+    return np.where(keep, labels, -1)
+
+
+class FactorialMixtureVAE(VAE):
+    """VAE with the factorial mixture prior; ``spec`` holds the kind's settings."""
+
+    def __init__(self, encoder, posterior, decoder, likelihood, prior: FactorialMixturePrior,
+                 spec: FactorialMixtureParams):
+        super().__init__(encoder, posterior, decoder, likelihood, prior, beta=spec.beta)
+        self.spec = spec
+        self.register_buffer("n_data", torch.tensor(0, dtype=torch.long))  # N of the training set
+        self.register_buffer("svi_count", torch.tensor(0, dtype=torch.long))  # tau of rho_tau
+        self.phase = "train"
+        self._step = 0
+        self._batch_labels: Tensor | None = None  # data-factor labels [B] of the batch being trained on
+        self._cache: tuple[Tensor, Tensor, Tensor | None, Tensor] | None = None  # mu, var, clamp, gamma
+        self._last_p: FactorialMixtureLatent | None = None
+        self._train_labels: Tensor | None = None
+
+    # -- schedules ------------------------------------------------------------------------
+    @property
+    def supervised(self) -> bool:
+        return bool(self.spec.supervised_factor) and self.spec.labelled_fraction > 0
+
+    def delta_now(self) -> float:
+        """Delta of eq. 8 at the current train step (0 outside joint training or after ``delta_steps``)."""
+        s = self.spec
+        if self.phase != "train" or not self.supervised or s.delta <= 0:
+            return 0.0
+        return s.delta if s.delta_steps == 0 or self._step <= s.delta_steps else 0.0
+
+    def kl_z_extra(self) -> float:
+        """w - 1 for the KL[z] up-weighting w of the first ``kl_z_weight_steps`` train steps (sec. 4.2)."""
+        s = self.spec
+        on = self.phase == "train" and s.kl_z_weight_steps > 0 and self._step <= s.kl_z_weight_steps
+        return s.kl_z_weight - 1.0 if on else 0.0
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+
+    def before_step(self, step: int) -> None:
+        self._step = step
+
+    # -- the prior of a batch -------------------------------------------------------------
+    def clamp_of(self, labels: Tensor | None) -> Tensor | None:
+        """[B, I] clamp (factor 0 = the labels, others free) from data-factor labels [B]."""
+        if labels is None:
+            return None
+        clamp = torch.full((labels.shape[0], self.prior.num_factors), -1, dtype=torch.long, device=labels.device)
+        clamp[:, 0] = labels
+        return clamp
+
+    def _labels_for(self, x: Tensor) -> Tensor | None:
+        lab = self._batch_labels
+        return lab.to(x.device) if lab is not None and lab.shape[0] == x.shape[0] else None
+
+    def prior_distribution(self, x: Tensor | None = None) -> Distribution:
+        clamp = self.clamp_of(self._labels_for(x)) if x is not None else None
+        self._last_p = FactorialMixtureLatent(self.prior, clamp)
+        return self._last_p
+
+    def n_train(self, batch: int) -> int:
+        return int(self.n_data) if int(self.n_data) > 0 else batch
+
+    def extra_terms(self, x: Tensor, q: Distribution, terms: ElboTerms) -> dict[str, Tensor]:
+        mu, var = q.mean, q.variance
+        clamp = self.clamp_of(self._labels_for(x))
+        p, self._last_p = self._last_p, None
+        if p is not None and p.last is not None and p.last[0].shape[0] == mu.shape[0]:
+            kz, _, gamma = p.last  # computed by the analytic KL of this forward pass
+        else:
+            kz, _, gamma = self.prior.local_kl(mu, var, clamp)
+        self._cache = (mu.detach(), var.detach(), clamp, gamma.detach())
+        B = mu.shape[0]
+        out = {"kl_global": self.prior.global_kl_per_point(self.n_train(B)).to(mu.dtype).expand(B)}
+        extra = self.kl_z_extra()
+        if extra != 0.0:
+            out["kl_z_upweight"] = extra * kz.sum(-1)
+        delta = self.delta_now()
+        if delta > 0 and clamp is not None:
+            out["semi_supervised_ce"] = delta * self.prior.cross_entropy(mu, var, clamp)
+        return out
+
+    # -- SVI (step 3 of sec. 2.4) ---------------------------------------------------------
+    @torch.no_grad()
+    def after_step(self, x: Tensor, step: int) -> None:
+        """SVI step on lambda with the batch's cached codes; first-order steps for factor 0 while Delta > 0."""
+        if self.phase != "train" or self._cache is None:
+            return
+        mu, var, clamp, gamma = self._cache
+        self._cache, self._batch_labels = None, None
+        self.svi_count += 1
+        n = self.n_train(mu.shape[0])
+        delta = self.delta_now()
+        touched = [0] if delta > 0 else []
+        free = [i for i in range(self.prior.num_factors) if i not in touched]
+        if free:
+            self.prior.svi_step(mu, var, gamma, n, step=int(self.svi_count), factors=free, check=False)
+        if touched:
+            self.prior.first_order_step(mu, var, gamma, n, touched, self.spec.prior_lr, labels=clamp, delta=delta)
+
+    # -- data -------------------------------------------------------------------------------
+    def training_inputs(self, data) -> tuple[Tensor, object]:
+        """Stored training rows and their ``prepare`` for the trainer.
+
+        Semi-supervised models pack the seeded labelled subset's labels into the rows;
+        ``prepare`` unpacks them and hands the batch's labels to the next loss.
+        """
+        x = data.x("train")
+        self.n_data.fill_(len(x))
+        if not self.supervised:
+            self._train_labels = None
+            return x, data.prepare
+        labels = data_factor_labels(data, self.spec.supervised_factor, "train")
+        k0 = self.prior.num_components[0]
+        if labels.max() >= k0:
+            raise ValueError(f"supervised factor {self.spec.supervised_factor!r} has {labels.max() + 1} classes "
+                             f"but factor 0 only K = {k0} components")
+        labels = labelled_subset(labels, self.spec.labelled_fraction, self.spec.label_seed)
+        self._train_labels = torch.as_tensor(labels)
+        packed, obs_shape = pack_labelled(x, labels), tuple(x.shape[1:])
+
+        def prepare(rows: Tensor) -> Tensor:
+            pixels, lab = unpack_labelled(rows, obs_shape)
+            self._batch_labels = lab
+            return data.prepare(pixels)
+
+        return packed, prepare
+
+    # -- prior_init ----------------------------------------------------------------------
+    @torch.no_grad()
+    def encode_codes(self, batches) -> tuple[Tensor, Tensor]:
+        mus, variances = [], []
+        for xb in batches:
+            q = self.posterior(xb)
+            mus.append(q.mean)
+            variances.append(q.variance)
+        return torch.cat(mus), torch.cat(variances)
+
+    @torch.no_grad()
+    def init_prior(self, batches, generator: torch.Generator) -> dict[str, float]:
+        """Seed q_lambda(xi) from the encoded training set with the networks frozen (sec. 2.4).
+
+        The training set is encoded once; ``init_method`` (k-means++ / random centres, seeded by
+        ``generator``) gives hard allocations turned into q(xi) by one closed-form SVI step
+        (rho = 1, all N codes).  A supervised factor 0 is then set from its labelled codes alone
+        (rho = 1, clamped one-hot gamma).  Then ``prior_init_steps`` iterations of E-step + SVI
+        step on random mini-batches of the codes (labels clamped) with rho = (tau0 + tau)^-kappa.
+        """
+        mu, var = self.encode_codes(batches)
+        n = mu.shape[0]
+        self.n_data.fill_(n)
+        labels = self._train_labels
+        if labels is not None and labels.shape[0] != n:
+            raise ValueError(f"{labels.shape[0]} training labels for {n} encoded points")
+        self.prior.init_from_codes(mu, var, self.spec.init_method, generator, n_data=n)
+        clamp = self.clamp_of(labels) if labels is not None else None
+        if clamp is not None and bool((clamp[:, 0] >= 0).any()):
+            lab = clamp[:, 0] >= 0
+            gamma = self.prior.responsibilities(mu[lab], var[lab], clamp[lab])
+            self.prior.svi_step(mu[lab], var[lab], gamma, n, rho=1.0, factors=[0])
+        batch = min(self.spec.prior_init_batch, n)
+        for _ in range(self.spec.prior_init_steps):
+            idx = torch.randint(n, (batch,), generator=generator)
+            c = clamp[idx] if clamp is not None else None
+            gamma = self.prior.responsibilities(mu[idx], var[idx], c)
+            self.svi_count += 1
+            self.prior.svi_step(mu[idx], var[idx], gamma, n, step=int(self.svi_count))
+        kz, kr, gamma = self.prior.local_kl(mu, var, clamp)
+        used = gamma.sum(0)  # [I, K] expected counts
+        return {
+            "n_codes": n,
+            "steps": self.spec.prior_init_steps,
+            "kl_z": float(kz.sum(-1).mean()),
+            "kl_r": float(kr.sum(-1).mean()),
+            "components_used": [int((u > 0.5).sum()) for u in used],
+        }
+
+    def load_pretrained(self, state: dict[str, Tensor]) -> None:
+        super().load_pretrained({**state, "n_data": self.n_data, "svi_count": self.svi_count})
+
+    # -- evaluation -----------------------------------------------------------------------
+    @torch.no_grad()
+    def cluster_assignments(self, x: Tensor, batch_size: int = 500) -> Tensor:
+        """argmax_k of the unclamped expected allocation g_ik (eq. 5) per factor: [N, I]."""
+        out = []
+        for s in range(0, len(x), batch_size):
+            q = self.posterior(x[s : s + batch_size])
+            out.append(self.prior.responsibilities(q.mean, q.variance).argmax(-1))
+        return torch.cat(out)
+
+    @torch.no_grad()
+    def evaluation_extras(self, dataset, x_test: Tensor, batch_size: int = 250) -> dict:
+        """Sec. 2.7: the predictive bound eq. 11 with its KL[z] / KL[r] split (reconstruction from one
+        z sample), components in use, and for a supervised model the held-out accuracy of factor 0."""
+        sums = {"log_lik": 0.0, "kl_z": 0.0, "kl_r": 0.0}
+        counts = []
+        for s in range(0, len(x_test), batch_size):
+            xb = x_test[s : s + batch_size]
+            q = self.posterior(xb)
+            kz, kr, gamma = self.prior.local_kl(q.mean, q.variance)
+            sums["log_lik"] += self.likelihood.log_prob(xb, self.decode(q.rsample())).sum().item()
+            sums["kl_z"] += kz.sum().item()
+            sums["kl_r"] += kr.sum().item()
+            counts.append(gamma.sum(0))
+        out = {k: v / len(x_test) for k, v in sums.items()}
+        out["elbo"] = out["log_lik"] - out["kl_z"] - out["kl_r"]
+        usage = torch.stack(counts).sum(0)
+        out["num_components"] = list(self.prior.num_components)
+        out["components_used"] = [int((u >= max(0.5, 1e-3 * len(x_test))).sum()) for u in usage]
+        out["pseudo_counts"] = [[round(float(c), 3) for c in row[:k]]
+                                for row, k in zip(self.prior.pseudo_counts(), self.prior.num_components)]
+        if self.spec.supervised_factor:
+            y = torch.as_tensor(data_factor_labels(dataset, self.spec.supervised_factor, "test")[: len(x_test)])
+            k = self.cluster_assignments(x_test, batch_size)[:, 0]
+            out["supervised_factor"] = self.spec.supervised_factor
+            out["heldout_accuracy"] = float((k == y).double().mean())
+        return out
+
+
+def build_fmvae(setup, model: FactorialMixtureParams, obs_shape: tuple[int, ...]) -> FactorialMixtureVAE:
+    """The builder registered for kind ``fmvae`` (same nets as the plain VAE of the setup)."""
+    from priorlab.likelihoods import build_likelihood
+    from priorlab.models.posterior import GaussianPosterior
+    from priorlab.nets import build_decoder, build_encoder
+
+    if setup.latent_dim % model.num_factors:
+        raise ValueError(f"latent_dim {setup.latent_dim} is not divisible by num_factors {model.num_factors}")
+    posterior = GaussianPosterior(setup.latent_dim)
+    likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
+    encoder = build_encoder(
+        setup.encoder, obs_shape, posterior.params_per_dim * setup.latent_dim, setup.hidden, setup.channels
+    )
+    decoder = build_decoder(
+        setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_pixel, setup.hidden, setup.channels
+    )
+    prior = FactorialMixturePrior(
+        model.components(), setup.latent_dim // model.num_factors, m0=model.m0, s0=model.s0, a0=model.a0,
+        b0=model.b0, c0=model.c0, tau0=model.tau0, kappa=model.kappa,
+    )
+    return FactorialMixtureVAE(encoder, posterior, decoder, likelihood, prior, model)

@@ -1,0 +1,260 @@
+"""Variational Sparse Coding (Tonolini, Jensen & Murray-Smith 2019, paper 002) as a ``VAE``.
+
+* Recognition model (eq. 2, A.2): the encoder body outputs ``μ``, ``log σ²`` and ``v`` per latent;
+  ``log γ = -ReLU(-v)``; ``q(z|x) = Π_j γ_j N(μ_j, σ_j²) + (1 - γ_j) δ_0`` under the spike warm-up
+  of eq. 7 (slab mean ``λμ``, variance ``λσ² + 1 - λ``).  Training draws are the relaxed
+  reparameterised draws of B.1-B.2 with sigmoid sharpness ``c``.
+* Prior (eq. 3, A.3): learned pseudo-inputs ``x_u`` pass through the *same* encoder (and warm-up);
+  a one-layer selector ``C_ω(x)`` weights the U components per observation.  The prior returned by
+  :meth:`VSC.prior_distribution` is a :class:`SelectedPseudoInputPrior`, whose KL from the
+  spike-and-slab posterior is registered with ``torch.distributions`` as the selection-weighted
+  closed-form KL (eq. 6 with correct variances), so ``models/elbo.py`` stays the one ELBO.
+* Sparsity (eq. 4): the extra term ``J · KL(Bern ḡ || Bern α)``, ``ḡ`` the mean spike probability
+  of the selected pseudo-input component.
+* Schedules (eq. 7, Alg. 1, B.2): ``set_phase("pretrain")`` fixes ``λ = 0`` and ``c = c_start``
+  (the spike pre-training is the pipeline's pretrain stage); in ``train``, ``before_step(step)``
+  ramps ``λ`` linearly 0 → 1 over ``warmup_ramp_steps`` and ``c`` from ``c_start`` to ``c_end``
+  over ``sharpness_ramp_steps`` (``c_start == c_end``: the released code's fixed ``c``).
+  ``λ`` and ``c`` are buffers, so a trained model is evaluated with the values it ended with.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.distributions import Distribution, Independent, constraints
+from torch.distributions.kl import register_kl
+
+from priorlab.models.elbo import ElboTerms, elbo_terms
+from priorlab.models.vae import VAE
+from priorlab.priors.spike_slab import (
+    SpikeSlabNormal,
+    pseudo_input_mixture_kl,
+    selected_prior_gamma,
+    selector_weights_code,
+    selector_weights_paper,
+    sparsity_kl,
+    spike_slab_warmup,
+)
+
+__all__ = ["PseudoInputPrior", "SelectedPseudoInputPrior", "SpikeSlabPosterior", "VSC", "ramp"]
+
+
+def ramp(step: int, steps: int, start: float, end: float) -> float:
+    """Linear schedule: ``start`` at step 0, ``end`` from step ``steps`` on (``end`` if ``steps <= 0``)."""
+    if steps <= 0:
+        return float(end)
+    t = min(max(step, 0), steps) / steps
+    return float(start + t * (end - start))
+
+
+class SpikeSlabPosterior(nn.Module):
+    """Head ``[μ, log σ², v] → Independent(SpikeSlabNormal)`` with ``log γ = -ReLU(-v)`` (A.2) and
+    the spike warm-up of eq. 7 (``lam`` and ``sharpness`` are buffers set by the model's schedules)."""
+
+    params_per_dim = 3
+
+    def __init__(self, latent_dim: int, warmup_variant: str = "paper", sharpness: float = 50.0,
+                 min_logvar: float = -12.0, max_logvar: float = 8.0):
+        super().__init__()
+        if warmup_variant not in ("paper", "code"):
+            raise ValueError(f"warmup_variant must be 'paper' or 'code', got {warmup_variant!r}")
+        self.latent_dim, self.warmup_variant = latent_dim, warmup_variant
+        self.min_logvar, self.max_logvar = min_logvar, max_logvar
+        self.register_buffer("lam", torch.tensor(1.0))
+        self.register_buffer("sharpness", torch.tensor(float(sharpness)))
+
+    def parameters_of(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(γ, slab mean, slab log-variance)`` after the warm-up, each ``[..., J]``."""
+        mu, logvar, v = features.chunk(3, dim=-1)
+        logvar = logvar.clamp(self.min_logvar, self.max_logvar)
+        gamma = torch.exp(-torch.relu(-v))
+        lam = float(self.lam)
+        if lam == 1.0:
+            return gamma, mu, logvar
+        loc, var = spike_slab_warmup(mu, logvar, lam, self.warmup_variant)
+        return gamma, loc, torch.log(var)
+
+    def forward(self, features: torch.Tensor) -> Distribution:
+        gamma, loc, logvar = self.parameters_of(features)
+        return Independent(SpikeSlabNormal.from_logvar(gamma, loc, logvar, float(self.sharpness)), 1)
+
+
+class PseudoInputPrior(nn.Module):
+    """Learned pseudo-inputs ``x_u`` ``[U, *obs_shape]`` and the selector ``C_ω`` (eq. 3, A.3).
+
+    The selector is one linear layer on the flattened observation; its outputs are made positive
+    with a sigmoid and normalised (``selector="paper"``: unit sum then ``S(a(u - b))``;
+    ``"code"``: unit-sum weights, the released code's weighted average).  Pseudo-inputs start
+    uniform in [0, 1] (the data range) from torch's global RNG (seeded by the pipeline).
+    """
+
+    def __init__(self, obs_shape: tuple[int, ...], n_pseudo: int, selector: str = "paper",
+                 scale: float = 60.0, shift: float = 0.5):
+        super().__init__()
+        if n_pseudo < 1:
+            raise ValueError(f"n_pseudo must be >= 1, got {n_pseudo}")
+        if selector not in ("paper", "code"):
+            raise ValueError(f"selector must be 'paper' or 'code', got {selector!r}")
+        self.selector_kind, self.scale, self.shift = selector, float(scale), float(shift)
+        self.pseudo_inputs = nn.Parameter(torch.rand(n_pseudo, *obs_shape))
+        self.selector = nn.Linear(math.prod(obs_shape), n_pseudo)
+
+    def weights(self, x: torch.Tensor) -> torch.Tensor:
+        """Selection weights ``[B, U]`` of each observation."""
+        raw = self.selector(x.flatten(1))
+        if self.selector_kind == "paper":
+            return selector_weights_paper(raw, self.scale, self.shift)
+        return selector_weights_code(raw)
+
+
+class SelectedPseudoInputPrior(Distribution):
+    """The per-observation prior of eq. 3: pseudo-input spike-and-slab components with weights.
+
+    Parameters ``gamma_u``, ``loc_u``, ``logvar_u`` ``[U, J]`` and ``weights`` ``[B, U]``;
+    ``batch_shape = [B]``, ``event_shape = [J]``.  Its KL from ``Independent(SpikeSlabNormal)`` is
+    the weighted sum of closed-form KLs (A.3).  ``log_prob`` (for the importance-weighted bound) is
+    the density of the mixture ``Σ_u w̃_u SS_u`` with weights normalised to unit sum, w.r.t.
+    ``δ_0 + Lebesgue`` per coordinate; it is exactly the selected component when the weights are
+    one-hot.  Since ``KL(q || Σ w̃ p_u) ≤ Σ w̃ KL(q || p_u)``, for unit-sum weights the training
+    ELBO is a lower bound of the ELBO under this mixture.
+    """
+
+    arg_constraints = {}
+    support = constraints.real_vector
+    has_rsample = False
+
+    def __init__(self, gamma_u: torch.Tensor, loc_u: torch.Tensor, logvar_u: torch.Tensor, weights: torch.Tensor):
+        if gamma_u.dim() != 2 or loc_u.shape != gamma_u.shape or logvar_u.shape != gamma_u.shape:
+            raise ValueError(f"gamma_u, loc_u, logvar_u must share a [U, J] shape, got {tuple(gamma_u.shape)}, "
+                             f"{tuple(loc_u.shape)}, {tuple(logvar_u.shape)}")
+        if weights.dim() != 2 or weights.shape[1] != gamma_u.shape[0]:
+            raise ValueError(f"weights must be [B, U={gamma_u.shape[0]}], got {tuple(weights.shape)}")
+        self.gamma_u, self.loc_u, self.logvar_u, self.weights = gamma_u, loc_u, logvar_u, weights
+        super().__init__(batch_shape=weights.shape[:1], event_shape=gamma_u.shape[1:], validate_args=False)
+
+    @property
+    def selected_gamma(self) -> torch.Tensor:
+        """Spike probabilities ``[B, J]`` of each observation's selected prior (for eq. 4)."""
+        return selected_prior_gamma(self.gamma_u, self.weights)
+
+    def components(self) -> SpikeSlabNormal:
+        return SpikeSlabNormal.from_logvar(self.gamma_u, self.loc_u, self.logvar_u)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        """``log Σ_u w̃_bu Π_j SS_uj(z_bj)`` for ``value [..., B, J]``, returns ``[..., B]``."""
+        comp = self.components()
+        lp = comp.log_prob(value.unsqueeze(-2)).sum(-1)  # [..., B, U]
+        w = self.weights / self.weights.sum(-1, keepdim=True)
+        return torch.logsumexp(lp + torch.log(w), dim=-1)
+
+    def sample(self, sample_shape=torch.Size(), generator: torch.Generator | None = None) -> torch.Tensor:
+        """Exact draws: a component from the normalised weights, then its spike-and-slab draw."""
+        with torch.no_grad():
+            shape = torch.Size(sample_shape) + self.batch_shape
+            w = self.weights / self.weights.sum(-1, keepdim=True)
+            idx = torch.multinomial(w.expand(*shape, -1).reshape(-1, w.shape[-1]), 1, generator=generator)
+            idx = idx.view(shape)
+            comp = SpikeSlabNormal.from_logvar(self.gamma_u[idx], self.loc_u[idx], self.logvar_u[idx])
+            return comp.sample(generator=generator)
+
+
+@register_kl(Independent, SelectedPseudoInputPrior)
+def _kl_spike_slab_selected(q: Independent, p: SelectedPseudoInputPrior) -> torch.Tensor:
+    base = q.base_dist
+    if not isinstance(base, SpikeSlabNormal) or q.reinterpreted_batch_ndims != 1:
+        raise NotImplementedError
+    return pseudo_input_mixture_kl(base.gamma, base.loc, base.logvar, p.gamma_u, p.loc_u, p.logvar_u, p.weights)
+
+
+class VSC(VAE):
+    """Variational Sparse Coding: spike-and-slab posterior, pseudo-input prior, sparsity term (eq. 4)."""
+
+    evaluation_notes = (
+        "VSC: the prior depends on x through the selector (eq. 3), so L_k estimates log of "
+        "int p(x|z) p_sel(x)(z) dz, not the marginal likelihood of a fixed generative model; q.sample "
+        "draws exact spike-and-slab codes (zeros included) and log-densities are w.r.t. delta_0 + Lebesgue; "
+        "the ELBO uses the relaxed draws of training (B.1) with the selection-weighted KL (A.3)."
+    )
+
+    def __init__(self, encoder, posterior: SpikeSlabPosterior, decoder, likelihood, prior: PseudoInputPrior, *,
+                 alpha: float, beta: float = 1.0, warmup_ramp_steps: int = 0, sharpness_start: float = 50.0,
+                 sharpness_end: float = 200.0, sharpness_ramp_steps: int = 0):
+        super().__init__(encoder, posterior, decoder, likelihood, prior, beta=beta)
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+        if sharpness_start <= 0 or sharpness_end <= 0:
+            raise ValueError(f"sharpness must be > 0, got {sharpness_start!r}, {sharpness_end!r}")
+        self.alpha = float(alpha)
+        self.warmup_ramp_steps, self.sharpness_ramp_steps = int(warmup_ramp_steps), int(sharpness_ramp_steps)
+        self.sharpness_start, self.sharpness_end = float(sharpness_start), float(sharpness_end)
+        self.phase = "train"
+
+    @property
+    def latent_dim(self) -> int:
+        return self.posterior_head.latent_dim
+
+    # -- schedules -------------------------------------------------------------------------
+    def set_schedule(self, lam: float, sharpness: float) -> None:
+        self.posterior_head.lam.fill_(float(lam))
+        self.posterior_head.sharpness.fill_(float(sharpness))
+
+    def set_phase(self, phase: str) -> None:
+        """``pretrain``: spike pre-training, λ = 0 and c = c_start (eq. 7); ``train``: schedules from step 0."""
+        self.phase = phase
+        if phase == "pretrain":
+            self.set_schedule(0.0, self.sharpness_start)
+        elif phase == "train":
+            self.before_step(0)
+
+    def before_step(self, step: int) -> None:
+        """Alg. 1 / B.2 schedules in the train phase: λ ramps 0 → 1, c ramps c_start → c_end."""
+        if self.phase != "train":
+            return
+        lam = ramp(step, self.warmup_ramp_steps, 0.0, 1.0)
+        c = ramp(step, self.sharpness_ramp_steps, self.sharpness_start, self.sharpness_end)
+        self.set_schedule(lam, c)
+
+    # -- prior and extra terms ----------------------------------------------------------------
+    def prior_distribution(self, x: torch.Tensor | None = None) -> SelectedPseudoInputPrior:
+        if x is None:
+            raise ValueError("the VSC prior is selected per observation: prior_distribution needs x")
+        gamma_u, loc_u, logvar_u = self.posterior_head.parameters_of(self.encoder(self.prior.pseudo_inputs))
+        p = SelectedPseudoInputPrior(gamma_u, loc_u, logvar_u, self.prior.weights(x))
+        self._last_prior = (x, p)  # reused by extra_terms for the same batch (one pseudo-input pass)
+        return p
+
+    def terms(self, x: torch.Tensor) -> ElboTerms:
+        """The ELBO terms of ``models/elbo.py`` with data and pseudo-inputs encoded in one pass."""
+        n = x.shape[0]
+        feats = self.encoder(torch.cat([x, self.prior.pseudo_inputs.to(x.dtype)]))
+        q = self.posterior_head(feats[:n])
+        p = SelectedPseudoInputPrior(*self.posterior_head.parameters_of(feats[n:]), self.prior.weights(x))
+        self._last_prior = (x, p)
+        terms = elbo_terms(x, q, p, self.decode, self.likelihood)
+        terms.extra.update(self.extra_terms(x, q, terms))
+        return terms
+
+    def extra_terms(self, x: torch.Tensor, q: Distribution, terms: ElboTerms) -> dict[str, torch.Tensor]:
+        """Eq. 4's sparsity penalty ``J · KL(Bern ḡ_u* || Bern α)`` per observation."""
+        cached = getattr(self, "_last_prior", None)
+        p = cached[1] if cached is not None and cached[0] is x else self.prior_distribution(x)
+        self._last_prior = None
+        return {"sparsity": sparsity_kl(p.selected_gamma, self.alpha, float(self.latent_dim))}
+
+    @torch.no_grad()
+    def spike_probabilities(self, x: torch.Tensor) -> torch.Tensor:
+        """γ of q(z|x), ``[B, J]`` (the feature activations of sec. 4.3)."""
+        return self.posterior(x).base_dist.gamma
+
+    def load_pretrained(self, state: dict[str, torch.Tensor]) -> None:
+        """Take the whole spike-pretrained VSC (nets, pseudo-inputs, selector); λ, c are reset by ``set_phase``."""
+        hint = "VSC needs a VSC pretrain model (setups.<name>.pretrain_model of kind vsc)"
+        try:
+            missing, unexpected = self.load_state_dict(state, strict=False)
+        except RuntimeError as exc:  # shape mismatch, e.g. a Gaussian head of 2 J outputs
+            raise ValueError(f"{hint}: {str(exc).splitlines()[-1].strip()}") from None
+        if missing or unexpected:
+            raise ValueError(f"{hint}: missing {missing[:3]}, unexpected {unexpected[:3]}")
