@@ -34,7 +34,7 @@ def test_write_report_has_settings_tables_and_csv(tmp_path):
     results = [fake("smiley-vae-0", "vae", 0, -100.0, 0.25), fake("x-0", "vsc", 0, -90.0, group="sparsity")]
     path = write_report(params, results, tmp_path / "README.md")
     text = path.read_text()
-    assert "## Settings" in text and "60 steps" in text
+    assert "## Settings" in text and "40 steps" in text
     assert "### baselines" in text and "### sparsity" in text
     assert "-100.000" in text and "0.250" in text
     csv = pd.read_csv(tmp_path / "results.csv")
