@@ -16,15 +16,20 @@ from priorlab.nets import build_decoder, build_encoder
 from priorlab.priors import StandardNormalPrior
 
 
-def _build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
-    posterior = GaussianPosterior(setup.latent_dim)
+def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: int):
+    """The setup's encoder body, decoder body and likelihood: identical for every model kind,
+    so that comparisons are fair (the posterior family sets ``params_per_dim`` of the encoder)."""
     likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
-    encoder = build_encoder(
-        setup.encoder, obs_shape, posterior.params_per_dim * setup.latent_dim, setup.hidden, setup.channels
-    )
+    encoder = build_encoder(setup.encoder, obs_shape, params_per_dim * setup.latent_dim, setup.hidden, setup.channels)
     decoder = build_decoder(
         setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_pixel, setup.hidden, setup.channels
     )
+    return encoder, decoder, likelihood
+
+
+def _build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
+    posterior = GaussianPosterior(setup.latent_dim)
+    encoder, decoder, likelihood = build_nets(setup, obs_shape, posterior.params_per_dim)
     return VAE(encoder, posterior, decoder, likelihood, StandardNormalPrior(setup.latent_dim), beta=model.beta)
 
 
@@ -36,13 +41,7 @@ def _build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...
     from priorlab.models.vsc import VSC, PseudoInputPrior, SpikeSlabPosterior
 
     posterior = SpikeSlabPosterior(setup.latent_dim, model.warmup_variant, model.sharpness_start)
-    likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
-    encoder = build_encoder(
-        setup.encoder, obs_shape, posterior.params_per_dim * setup.latent_dim, setup.hidden, setup.channels
-    )
-    decoder = build_decoder(
-        setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_pixel, setup.hidden, setup.channels
-    )
+    encoder, decoder, likelihood = build_nets(setup, obs_shape, posterior.params_per_dim)
     prior = PseudoInputPrior(obs_shape, model.n_pseudo_inputs, model.selector, model.selector_scale,
                              model.selector_shift)
     return VSC(encoder, posterior, decoder, likelihood, prior, alpha=model.alpha, beta=model.beta,
@@ -73,6 +72,7 @@ def _build_fmvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, .
 
 MODEL_BUILDERS["fmvae"] = _build_fmvae
 
+
 def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     try:
         builder = MODEL_BUILDERS[model.kind]
@@ -81,4 +81,4 @@ def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ..
     return builder(setup, model, tuple(obs_shape))
 
 
-__all__ = ["MODEL_BUILDERS", "VAE", "build_model"]
+__all__ = ["MODEL_BUILDERS", "VAE", "build_model", "build_nets"]

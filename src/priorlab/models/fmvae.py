@@ -334,20 +334,13 @@ class FactorialMixtureVAE(VAE):
 
 def build_fmvae(setup, model: FactorialMixtureParams, obs_shape: tuple[int, ...]) -> FactorialMixtureVAE:
     """The builder registered for kind ``fmvae`` (same nets as the plain VAE of the setup)."""
-    from priorlab.likelihoods import build_likelihood
+    from priorlab.models import build_nets
     from priorlab.models.posterior import GaussianPosterior
-    from priorlab.nets import build_decoder, build_encoder
 
     if setup.latent_dim % model.num_factors:
         raise ValueError(f"latent_dim {setup.latent_dim} is not divisible by num_factors {model.num_factors}")
     posterior = GaussianPosterior(setup.latent_dim)
-    likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
-    encoder = build_encoder(
-        setup.encoder, obs_shape, posterior.params_per_dim * setup.latent_dim, setup.hidden, setup.channels
-    )
-    decoder = build_decoder(
-        setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_pixel, setup.hidden, setup.channels
-    )
+    encoder, decoder, likelihood = build_nets(setup, obs_shape, posterior.params_per_dim)
     prior = FactorialMixturePrior(
         model.components(), setup.latent_dim // model.num_factors, m0=model.m0, s0=model.s0, a0=model.a0,
         b0=model.b0, c0=model.c0, tau0=model.tau0, kappa=model.kappa,
