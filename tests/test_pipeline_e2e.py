@@ -131,6 +131,7 @@ def test_remote_round_trip(project, tmp_path):
     shutil.rmtree(project / ".dvc" / "cache")
     for d in ("data", "models"):
         shutil.rmtree(project / d)
+    sh(project, "git", "checkout", "-q", "--", "data", "models")  # the .gitignore files DVC keeps in git
     dvc(project, "pull")
     status = dvc(project, "status")
     assert "up to date" in status.stdout, status.stdout
