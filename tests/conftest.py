@@ -3,3 +3,15 @@
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see priorlab/__init__.py
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """Small tensors: one thread avoids contention on the 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

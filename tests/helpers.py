@@ -8,6 +8,10 @@ from priorlab.config import ModelParams, SetupParams
 from priorlab.models import build_model
 
 
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
 def tiny_model(latent_dim: int = 3, obs_shape=(1, 8, 8), beta: float = 1.0, seed: int = 0):
     torch.manual_seed(seed)
     setup = SetupParams(dataset="x", latent_dim=latent_dim, hidden=[16])

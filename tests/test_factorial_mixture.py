@@ -27,21 +27,12 @@ from priorlab.priors.factorial_mixture import (
     svi_targets,
 )
 from priorlab.priors.normal_gamma import NormalGammaParams
+from tests.helpers import gen
 
 DT = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """The tensors here are small: one thread avoids contention on the shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def random_ng(shape, g, a_low=2.0) -> NormalGammaParams:

@@ -29,21 +29,13 @@ from priorlab.models.fmvae import (
 from priorlab.priors.factorial_mixture import first_order_objective
 from priorlab.priors.normal_gamma import NormalGammaParams
 from priorlab.train import fit
+from tests.helpers import gen
 
 DT = torch.float64
 OBS = (1, 8, 8)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def fm_model(latent_dim=4, seed=0, **kw):
