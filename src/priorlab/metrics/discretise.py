@@ -96,3 +96,14 @@ def factor_entropy(factors) -> np.ndarray:
         counts = np.bincount(y * ny + y, minlength=ny * ny).reshape(1, ny, ny)
         h[k] = _mi_from_counts(counts)[0]
     return h
+
+
+def discretised_codes(codes: np.ndarray, n_bins: int, discretised=None, name: str = "codes") -> np.ndarray:
+    """``discretise(codes, n_bins)``, or a precomputed discretisation checked against the codes' shape
+    (so MIG and modularity can share one)."""
+    if discretised is None:
+        return discretise(codes, n_bins)
+    z = np.asarray(discretised)
+    if z.shape != codes.shape:
+        raise ValueError(f"discretised has shape {z.shape}, expected the shape of {name}, {codes.shape}")
+    return z

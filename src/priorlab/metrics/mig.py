@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .discretise import discretise, factor_entropy, mutual_information
+from .discretise import discretised_codes, factor_entropy, mutual_information
 from .utils import check_pair, require_two_values
 
 
@@ -28,12 +28,7 @@ def mig(codes, factors, n_bins: int = 20, details: bool = False, discretised=Non
     if x.shape[1] < 2:
         raise ValueError("MIG needs at least 2 code dimensions (it takes the gap between the top two)")
     require_two_values(f)
-    if discretised is None:
-        z = discretise(x, n_bins)
-    else:
-        z = np.asarray(discretised)
-        if z.shape != x.shape:
-            raise ValueError(f"discretised has shape {z.shape}, expected the codes' shape {x.shape}")
+    z = discretised_codes(x, n_bins, discretised, "codes")
     m = mutual_information(z, f)
     entropy = factor_entropy(f)
     sorted_m = np.sort(m, axis=0)[::-1]

@@ -21,7 +21,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import MultiLabelBinarizer
 
-from .discretise import discretise, mutual_information
+from .discretise import discretised_codes, mutual_information
 from .utils import check_train_test, require_two_values
 
 
@@ -93,12 +93,7 @@ def modularity_explicitness(codes_train, factors_train, codes_test, factors_test
     """
     x, y, xt, yt = check_train_test(codes_train, factors_train, codes_test, factors_test)
     require_two_values(y, "factors_train")
-    if discretised is None:
-        z = discretise(x, n_bins)
-    else:
-        z = np.asarray(discretised)
-        if z.shape != x.shape:
-            raise ValueError(f"discretised has shape {z.shape}, expected codes_train's shape {x.shape}")
+    z = discretised_codes(x, n_bins, discretised, "codes_train")
     mod = modularity(mutual_information(z, y))
     if not explicitness:
         return {"modularity": mod}
