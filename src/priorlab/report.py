@@ -71,6 +71,34 @@ def settings_frame(params: Params) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", "value"])
 
 
+EXPERIMENT_SUMMARIES = {
+    "sparse_coding/results.json": "Variational Sparse Coding (paper 002)",
+    "fmvae/summary.json": "Factorial mixture prior VAE (paper 001)",
+}
+"""Experiment-stage summaries (relative to the report) whose ``claims`` the report gathers."""
+
+
+def claims_section(root: Path) -> list[str]:
+    """The paper claims of every experiment summary present under ``root``, one table per paper."""
+    from priorlab.experiments.claims import claims_table
+    from priorlab.io import read_json
+
+    lines = []
+    for rel, title in EXPERIMENT_SUMMARIES.items():
+        f = root / rel
+        if not f.is_file():
+            continue
+        claims = read_json(f).get("claims", [])
+        lines += [f"### {title}", "", f"Details, figures and definitions: [{Path(rel).parent}/README.md]"
+                  f"({Path(rel).parent}/README.md).", "", *(claims_table(claims) or ["_no claim tested._"]), ""]
+    if not lines:
+        return []
+    return ["## Paper claims", "",
+            "Each claim is decided on the numbers measured at this profile's scale, with the criterion shown; "
+            "a **no** is a result, not a bug report. The `paper` profile (`make profile PROFILE=paper`, GPU) "
+            "keeps the papers' settings.", "", *lines]
+
+
 def write_report(params: Params, results: list[dict[str, Any]], path: str | Path) -> Path:
     """Write the Markdown report and ``results.csv`` beside it."""
     path = Path(path)
@@ -86,6 +114,7 @@ def write_report(params: Params, results: list[dict[str, Any]], path: str | Path
         "",
         settings_frame(params).to_markdown(index=False),
         "",
+        *claims_section(path.parent),
         "## Summary (mean ± std over seeds)",
         "",
     ]

@@ -36,6 +36,7 @@ import torch
 
 from priorlab import metrics, paths
 from priorlab.config import Params
+from priorlab.experiments.claims import Claim, claims_table, fmt, md_table, monotone
 from priorlab.io import atomic_path, write_json
 
 SMILEY_GROUP, ELBO_GROUP = "vsc_smiley", "vsc_elbo"
@@ -169,12 +170,6 @@ def _label(params: Params, run: str) -> str:
     return f"β-VAE β={spec.beta:g}"
 
 
-def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
-        "| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
-
-
 # --------------------------------------------------------------------------- experiments
 
 
@@ -234,7 +229,7 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
             rows.append([run, r["label"], r["latent_dim"], s["contrast"], s["block_purity"], s["used_latents"],
                          s["active_dims"], s["mig"], s["dci"]["disentanglement"], s["dci"]["completeness"],
                          s["dci"]["informativeness_test"]])
-        lines += _md_table(["run", "model", "d", "contrast", "block purity", "used latents", "active dims",
+        lines += md_table(["run", "model", "d", "contrast", "block purity", "used latents", "active dims",
                             "PA-MIG", "PA-DCI D", "PA-DCI C", "PA-DCI I"], rows) + [""]
         shown = [r for r in results if params.models[results[r]["model"]].kind != "vae" or r in chosen.values()]
         dims = sorted({results[r]["latent_dim"] for r in shown})
@@ -299,7 +294,7 @@ def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     save_figure(out / "elbo_vs_prior_strength.png", fig)
     lines = ["## ELBO vs prior strength (paper 002, fig. 1; Fashion-MNIST)", "",
              "Test ELBO = E log p(x|z) − KL (the sparsity term of eq. 4 excluded), nats per image.", ""]
-    lines += _md_table(["model", "α or β", "seeds", "ELBO mean", "ELBO std"], rows)
+    lines += md_table(["model", "α or β", "seeds", "ELBO mean", "ELBO std"], rows)
     lines += ["", "![ELBO vs prior strength](elbo_vs_prior_strength.png)", ""]
     return lines, {"rows": [dict(zip(("model", "value", "seeds", "mean", "std"), r)) for r in rows]}
 
@@ -407,6 +402,85 @@ def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
                    "active_dims_conditioning": n_active, "tshirt_shirt": counts}
 
 
+SOURCES = 18
+"""Number of Smiley source variables (paper 002 sec. 4.2)."""
+
+
+def _by_kind(smiley: dict, kind: str, chosen: dict[str, str]) -> dict[int, dict]:
+    """Fresh-test-set scores per latent size of one model family (β-VAE: the chosen β per size)."""
+    out = {}
+    for run, r in smiley.get("runs", {}).items():
+        family = r["label"].split(" ")[0]
+        if family == kind and (kind != "β-VAE" or chosen.get(str(r["latent_dim"])) == run):
+            out[int(r["latent_dim"])] = {"run": run, **r["fresh"]}
+    return dict(sorted(out.items()))
+
+
+def vsc_claims(smiley: dict, elbo: dict, fashion: dict) -> list[Claim]:
+    """Paper 002's headline claims decided on the measured numbers (fresh Smiley test set).
+
+    Criteria (fixed in advance): contrast = :func:`priorlab.metrics.correlation_contrast`;
+    "roughly as many dims as sources" = 12 ≤ used latents ≤ 27 (within a factor 1.5 of 18);
+    "keeps its structure" = contrast at the largest size ≥ contrast at the smallest − 0.05;
+    "degrades" = contrast falls from the smallest to the largest size.
+    """
+    chosen = smiley.get("chosen_beta_vae", {})
+    vsc, bvae, tc = (_by_kind(smiley, k, chosen) for k in ("VSC", "β-VAE", "β-TCVAE"))
+    claims = []
+
+    def sizes(d: dict) -> str:
+        return ", ".join(f"d={k}: {v['contrast']:.3f}" for k, v in d.items())
+
+    if len(vsc) >= 2:
+        lo, hi = min(vsc), max(vsc)
+        claims.append(Claim("002 fig. 3, 9", "VSC keeps strong correlation contrast as the latent size grows",
+                            "contrast(largest d) ≥ contrast(smallest d) − 0.05",
+                            f"VSC contrast {sizes(vsc)}; block purity " +
+                            ", ".join(f"d={k}: {v['block_purity']:.3f}" for k, v in vsc.items()),
+                            vsc[hi]["contrast"] >= vsc[lo]["contrast"] - 0.05))
+        used = vsc[hi]["used_latents"]
+        claims.append(Claim("002 sec. 4.2", f"VSC uses roughly as many latent dims as sources ({SOURCES}; paper: 20 of 60)",
+                            "12 ≤ used latents ≤ 27 at the largest d",
+                            f"d={hi}: {used} used latents (non-zero columns), {vsc[hi]['active_dims']} active dims",
+                            12 <= used <= 27))
+    for name, fam in (("β-VAE", bvae), ("β-TCVAE", tc)):
+        if len(fam) >= 2:
+            lo, hi = min(fam), max(fam)
+            claims.append(Claim("002 fig. 9", f"{name} disentanglement degrades from d={lo} to d={hi}",
+                                "contrast(largest d) < contrast(smallest d)", f"{name} contrast {sizes(fam)}",
+                                fam[hi]["contrast"] < fam[lo]["contrast"]))
+    both = sorted(set(vsc) & set(bvae))
+    if both:
+        claims.append(Claim("002 fig. 3", "VSC has higher correlation contrast than the β-VAE",
+                            "contrast(VSC) > contrast(β-VAE, chosen β) at every d",
+                            "; ".join(f"d={d}: {vsc[d]['contrast']:.3f} vs {bvae[d]['contrast']:.3f}" for d in both),
+                            all(vsc[d]["contrast"] > bvae[d]["contrast"] for d in both)))
+    rows = elbo.get("rows", [])
+    for kind, word, increasing in (("VSC", "α decreases", True), ("β-VAE", "β increases", False)):
+        pts = sorted((r["value"], r["mean"]) for r in rows if r["model"] == kind)
+        if len(pts) >= 2:
+            v, m = zip(*pts)
+            claims.append(Claim("002 fig. 1", f"{kind} test ELBO falls as {word}",
+                                f"mean ELBO strictly {'increasing' if increasing else 'decreasing'} in "
+                                f"{'α' if kind == 'VSC' else 'β'}",
+                                f"{'α' if kind == 'VSC' else 'β'} {list(v)}: ELBO {fmt(m, 2)}", monotone(m, increasing)))
+    vsc_m = [r["mean"] for r in rows if r["model"] == "VSC"]
+    bvae_m = [r["mean"] for r in rows if r["model"] == "β-VAE"]
+    if vsc_m and len(bvae_m) >= 2:
+        claims.append(Claim("002 fig. 1", "VSC ELBO values are comparable to the β-VAE's",
+                            "every VSC mean ELBO within the span of the β-VAE means over the β grid",
+                            f"VSC {fmt(sorted(vsc_m), 2)}, β-VAE span [{min(bvae_m):.2f}, {max(bvae_m):.2f}]",
+                            all(min(bvae_m) <= v <= max(bvae_m) for v in vsc_m)))
+    sim = fashion.get("similarity")
+    if sim is not None:
+        sim = np.asarray(sim)
+        claims.append(Claim("002 fig. 5", "similar-looking classes share spike activation patterns",
+                            "cos(T-shirt, shirt) > cos(T-shirt, trouser) and cos(sneaker, boot) > cos(trouser, bag)",
+                            f"{sim[0, 6]:.3f} vs {sim[0, 1]:.3f}; {sim[7, 9]:.3f} vs {sim[1, 8]:.3f}",
+                            bool(sim[0, 6] > sim[0, 1] and sim[7, 9] > sim[1, 8])))
+    return claims
+
+
 def run_sparse_coding(params: Params) -> Path:
     """``sparse_coding`` stage: every VSC experiment whose runs exist; writes ``reports/sparse_coding``."""
     out = OUT_DIR
@@ -421,6 +495,11 @@ def run_sparse_coding(params: Params) -> Path:
             lines += [f"_{name}: no runs of this experiment in the profile._", ""]
         lines += part_lines
         results[name] = part
+    claims = [c.to_dict() for c in vsc_claims(results["smiley"], results["elbo"], results["fashion"])]
+    results["claims"] = claims
+    lines[4:4] = ["## Paper claims at this profile's scale", "",
+                  *(claims_table(claims) or ["_no claim could be tested: the profile has no runs of these groups._"]),
+                  ""]
     write_json(out / "results.json", results)
     path = out / "README.md"
     with atomic_path(path, suffix=".md") as tmp:
