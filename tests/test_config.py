@@ -47,7 +47,7 @@ def _error(mutate) -> str:
         (lambda r: r["runs"]["smiley-vae-0"].update(model="vsc"), "runs.smiley-vae-0.model: unknown value 'vsc'"),
         (lambda r: r["runs"]["smiley-vae-0"].update(setup="mnist"), "runs.smiley-vae-0.setup: unknown value"),
         (lambda r: r["runs"]["smiley-vae-0"].update(seed=-1), "runs.smiley-vae-0.seed must be >= 0"),
-        (lambda r: r["models"]["vae"].update(alpha=0.1), "models.vae.alpha: unknown key; allowed: kind, beta, warm_start"),
+        (lambda r: r["models"]["vae"].update(alpha=0.1), "models.vae.alpha: unknown key; allowed: kind, beta, warm_start, train_steps"),
         (lambda r: r["setups"]["smiley"].update(dataset="smiley2"), "setups.smiley.dataset: unknown value"),
         (lambda r: r["train"].update(steps="10"), "train.steps must be an integer, got '10'"),
         (lambda r: r.pop("evaluate") and r.update(evaluate={"iw_samples": 0}), "evaluate.iw_samples must be > 0"),

@@ -93,10 +93,12 @@ class ModelParams:
     kind: str
     beta: float = 1.0  # weight of the KL term (β-VAE; 1 = the ELBO)
     warm_start: Literal["pretrain", "scratch"] = "pretrain"
+    train_steps: int = 0  # joint-training steps of this model (0: train.steps)
 
     def check(self, key: str) -> None:
         _one_of(f"{key}.kind", self.kind, tuple(MODEL_PARAMS))
         _positive(f"{key}.beta", self.beta)
+        _non_negative(f"{key}.train_steps", self.train_steps)
 
 
 MODEL_PARAMS: dict[str, type[ModelParams]] = {"vae": ModelParams}
@@ -182,7 +184,6 @@ class FactorialMixtureParams(ModelParams):
     delta: float = 0.0  # Delta of eq. 8
     delta_steps: int = 0
     prior_lr: float = 0.01  # Adam step of the first-order prior updates while Delta > 0
-    train_steps: int = 0  # joint-training steps of this model (0: train.steps)
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -196,7 +197,7 @@ class FactorialMixtureParams(ModelParams):
             _positive(f"{key}.{name}", getattr(self, name))
         if not 0.5 < self.kappa <= 1.0:
             raise ParamsError(f"{key}.kappa must be in (0.5, 1], got {self.kappa}")
-        for name in ("tau0", "train_steps", "prior_init_steps", "kl_z_weight_steps", "label_seed", "delta", "delta_steps"):
+        for name in ("tau0", "prior_init_steps", "kl_z_weight_steps", "label_seed", "delta", "delta_steps"):
             _non_negative(f"{key}.{name}", getattr(self, name))
         if not 0.0 <= self.labelled_fraction <= 1.0:
             raise ParamsError(f"{key}.labelled_fraction must be in [0, 1], got {self.labelled_fraction}")

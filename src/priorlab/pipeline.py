@@ -180,7 +180,7 @@ def run_train(params: Params, run: str) -> dict:
     data = load_setup_data(params, setup)
     model, init_meta = load_model(params, setup, model_name, paths.prior_init_dir(run) / "model.pt", data.obs_shape)
     opt = params.train
-    steps = getattr(params.model(model_name), "train_steps", 0) or opt.steps  # a model may set its own length
+    steps = params.model(model_name).train_steps or opt.steps  # a model may set its own length
     opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed, "steps": steps})
     fp = fingerprint("train", run, _asdict(params.model(model_name)), _asdict(opt), init_meta)
     model.set_phase("train")
