@@ -355,3 +355,40 @@ def test_params_validation():
             parse(**bad)
     with pytest.raises(ValueError, match="divisible"):
         fm_model(latent_dim=5, num_factors=2)
+
+
+def test_labels_stay_aligned_with_their_rows_through_the_trainer_shuffle(tmp_path):
+    """The label reaching the loss is the label of the row's own pixels after fit's seeded shuffling
+    (labels derived from the pixels: shape = number of white pixels mod 3), 40 % of rows labelled."""
+    n = 120
+    g = gen(21)
+    x = (torch.rand(n, *OBS, generator=g) > 0.6).to(torch.uint8).numpy()
+    shape = x.reshape(n, -1).sum(1) % 3
+    factors = np.stack([shape, np.arange(n) % 2], 1).astype(np.int64)
+    ds = Dataset("toy", {"x_train": x, "factors_train": factors, "x_test": x[:8], "factors_test": factors[:8]},
+                 {"factor_names": ["shape", "other"], "pixel_max": 1})
+    model = fm_model(latent_dim=4, num_factors=2, num_components=[3, 2], supervised_factor="shape",
+                     labelled_fraction=0.4, delta=5.0)
+    model.set_phase("prior_init")
+    x_train, prepare = model.training_inputs(ds)
+    model.init_prior((prepare(x_train[i : i + 40]) for i in range(0, n, 40)), gen(22))
+    model.set_phase("train")
+    x_train, prepare = model.training_inputs(ds)
+    seen = {"labelled": 0, "rows": 0}
+    original = model.extra_terms
+
+    def checked(xb, q, terms):
+        lab = model._labels_for(xb)
+        own = xb.reshape(len(xb), -1).sum(1).round().long() % 3
+        assert lab is not None and torch.equal(lab[lab >= 0], own[lab >= 0])
+        seen["labelled"] += int((lab >= 0).sum())
+        seen["rows"] += len(lab)
+        out = original(xb, q, terms)
+        ce = out["semi_supervised_ce"]
+        assert bool((ce[lab < 0] == 0).all()) and bool((ce[lab >= 0] > 0).all())
+        return out
+
+    model.extra_terms = checked
+    opt = OptimParams(steps=12, batch_size=30, lr=1e-3, checkpoint_every=100, log_every=100, seed=3)
+    fit(model, x_train, opt, checkpoint=tmp_path / "ck.pt", live_dir=None, fingerprint="f", prepare=prepare)
+    assert seen["rows"] == 12 * 30 and seen["labelled"] == 12 * 30 * 0.4  # 3 full epochs of 120 rows, 48 labelled
