@@ -573,3 +573,60 @@ def test_state_dict_round_trip():
     assert torch.equal(fresh.sample(10, gen(1))[0], prior.sample(10, gen(1))[0])
     with pytest.raises((ValueError, RuntimeError)):
         FactorialMixturePrior([3, 3], 2).load_state_dict(prior.state_dict())
+
+
+# ------------------------------------------------------ cached fast paths (speed work)
+@pytest.mark.parametrize("ks,hyper", [([5], {}), ([4, 4], {}), ([4, 2, 3], dict(m0=0.3, s0=2.0, a0=0.5, b0=0.2, c0=3.0))])
+def test_cached_training_terms_equal_the_pure_functions(ks, hyper):
+    """The per-step fast paths (cached coefficients, KL[r] via xlogy, global KL from shared intermediates,
+    one-bmm SVI targets, scalar-rho update) equal the readable pure functions they replace."""
+    g = gen(40)
+    D, B, N = 3, 24, 700
+    prior = random_prior(ks, D, g, **hyper)
+    I, K = len(ks), max(ks)
+    mask = prior.component_mask
+    for _ in range(3):  # the caches must follow every q(xi) update
+        mu, var = random_codes(B, I, D, g)
+        clamp = torch.stack([torch.randint(-1, k, (B,), generator=g) for k in ks], 1)
+        p, c = prior.posterior_params(), prior.pseudo_counts()
+        m, v = mu.view(B, I, D), var.view(B, I, D)
+        for cl in (None, clamp):
+            kz, kr, gamma = prior.local_kl(mu, var, cl)
+            ref_gamma = torch.softmax(mixture_logits(m, v, p, c, mask), -1)
+            if cl is not None:
+                one_hot = torch.nn.functional.one_hot(cl.clamp(min=0), K).to(DT)
+                ref_gamma = torch.where((cl >= 0).unsqueeze(-1), one_hot, ref_gamma)
+            torch.testing.assert_close(gamma, ref_gamma, rtol=1e-12, atol=1e-14)
+            torch.testing.assert_close(kz, kl_z(m, v, ref_gamma, p), rtol=1e-11, atol=1e-11)
+            torch.testing.assert_close(kr, kl_r(ref_gamma, c, mask), rtol=1e-11, atol=1e-11)
+        kl_ng, kl_dir = global_kl(p, c, prior.prior_params(), prior.prior_pseudo_count, mask)
+        torch.testing.assert_close(prior.global_kl_per_point(N), (kl_ng + kl_dir) / N, rtol=1e-12, atol=0.0)
+        # SVI: explicit natural-parameter update with einsum statistics, all factors in any order
+        gamma = random_gamma(B, ks, g)
+        rho = 0.3
+        scale = N / B
+        s1 = scale * torch.einsum("bik,bid->ikd", gamma, m)
+        s2 = scale * torch.einsum("bik,bid->ikd", gamma, m * m + v)
+        n_kd = (scale * gamma.sum(0)).unsqueeze(-1).expand_as(s1)
+        target = prior.prior_natural + torch.stack([0.5 * n_kd, -0.5 * s2, s1, -0.5 * n_kd], -1)
+        expected_ng = (1 - rho) * prior.ng_natural + rho * target
+        expected_dir = (1 - rho) * prior.dirichlet_natural + rho * (prior.prior_pseudo_count + scale * gamma.sum(0) - 1)
+        prior.svi_step(mu, var, gamma, N, rho=rho, factors=list(reversed(range(I))))
+        torch.testing.assert_close(prior.ng_natural, expected_ng, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(prior.dirichlet_natural, expected_dir, rtol=1e-12, atol=1e-12)
+
+
+def test_svi_step_on_a_factor_subset_leaves_the_others():
+    g = gen(41)
+    ks, D, B, N = [3, 4], 2, 16, 200
+    a, b = random_prior(ks, D, g), random_prior(ks, D, gen(41))
+    mu, var = random_codes(B, 2, D, g)
+    gamma = random_gamma(B, ks, g)
+    full = random_prior(ks, D, gen(41))
+    full.svi_step(mu, var, gamma, N, rho=0.5)
+    a.svi_step(mu, var, gamma, N, rho=0.5, factors=[1])
+    torch.testing.assert_close(a.ng_natural[0], b.ng_natural[0], rtol=0, atol=0)
+    torch.testing.assert_close(a.ng_natural[1], full.ng_natural[1], rtol=1e-14, atol=1e-14)
+    torch.testing.assert_close(a.dirichlet_natural[1], full.dirichlet_natural[1], rtol=1e-14, atol=1e-14)
+    with pytest.raises(ValueError, match="factors"):
+        a.svi_step(mu, var, gamma, N, rho=0.5, factors=[0, 2])

@@ -134,8 +134,10 @@ def svi_targets(
     """
     scale = float(n_data) / mu.shape[0]
     counts = scale * gamma.sum(0)  # [I, K]
-    s1 = scale * torch.einsum("bik,bid->ikd", gamma, mu)
-    s2 = scale * torch.einsum("bik,bid->ikd", gamma, mu * mu + var)
+    d = mu.shape[-1]
+    codes = torch.cat([mu, mu * mu + var], -1).transpose(0, 1)  # [I, B, 2D]
+    sums = scale * torch.bmm(gamma.permute(1, 2, 0), codes)  # sum_n gamma_ik [mu_d, mu_d^2 + var_d]: [I, K, 2D]
+    s1, s2 = sums[..., :d], sums[..., d:]
     n_kd = counts.unsqueeze(-1).expand_as(s1)
     stats = torch.stack([0.5 * n_kd, -0.5 * s2, s1, -0.5 * n_kd], dim=-1)
     return prior_natural + stats, c0 + counts
@@ -335,6 +337,7 @@ class FactorialMixturePrior(nn.Module):
                 raise ValueError(f"hyperparameter {name} must be positive, got {v}")
         validate_schedule(tau0, kappa)
         self._ks = tuple(ks)
+        self._padded = min(ks) < max(ks)  # some factor has padded component slots
         self.latent_dim = int(latent_dim)
         self.tau0 = float(tau0)
         self.kappa = float(kappa)
@@ -463,32 +466,46 @@ class FactorialMixturePrior(nn.Module):
             const_ik = E[log pi_ik] + 1/2 sum_d (E[log alpha] - log 2 pi - 1/s - E[alpha] m^2)_ikd,
 
         returned as (const [I, K] (-inf at padded slots), E[alpha] [I, D, K], E[alpha] m [I, D, K],
-        E[log pi] [I, K]).  Cached until a buffer changes (in-place updates bump tensor versions).
+        E[log pi] [I, K]).  Cached until a buffer changes (in-place updates bump tensor versions),
+        together with the intermediates the global KL reuses (``_global_kl_now``).
         """
         key = (self.ng_natural._version, self.dirichlet_natural._version, self.ng_natural.data_ptr(),
                self.dirichlet_natural.data_ptr())
         if getattr(self, "_coef_key", None) != key:
             self._global_kl = None
             with torch.no_grad():
-                m, s, a, b = self.posterior_params()
+                m, s, a, b = ng.natural_to_mean(self.ng_natural, validate=False)
+                if not bool((torch.minimum(torch.minimum(s, a), b) > 0).all()):
+                    raise ValueError("Normal-Gamma parameters s, a, b of q(mu, alpha) must be positive everywhere")
                 self._coef_params = NormalGammaParams(m, s, a, b)
+                c = self.pseudo_counts()
+                mask, padded = self.component_mask, self._padded
                 e_alpha = a / b
-                e_log_pi = self.expected_log_pi()
-                const = 0.5 * (torch.digamma(a) - torch.log(b) - _LOG_2PI - 1.0 / s - e_alpha * m * m).sum(-1)
-                const = torch.where(self.component_mask, const + e_log_pi, torch.full_like(const, float("-inf")))
+                psi_a = torch.digamma(a)
+                e_log_pi = dirichlet.expected_log_pi(c, mask if padded else None)
+                const = 0.5 * (psi_a - torch.log(b) - _LOG_2PI - 1.0 / s - e_alpha * m * m).sum(-1)
+                if padded:  # E[log pi] is -inf at padded slots; e_log_pi_0 holds 0 there
+                    const = torch.where(mask, const + e_log_pi, torch.full_like(const, float("-inf")))
+                    e_log_pi_0 = torch.where(mask, e_log_pi, torch.zeros_like(e_log_pi))
+                else:
+                    const = const + e_log_pi
+                    e_log_pi_0 = e_log_pi
                 self._coef = (const, e_alpha.transpose(1, 2).contiguous(), (e_alpha * m).transpose(1, 2).contiguous(),
                               e_log_pi)
+                self._coef_extra = (padded, e_log_pi_0, e_alpha, psi_a, c)
             self._coef_key = key
         return self._coef
 
     def _fast_logits(self, m: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """(logits [B, I, K], eq. 6 [B, I, K]) from codes [B, I, D] by two batched matrix products."""
-        const, e_alpha, e_alpha_m, e_log_pi = (t.to(m.dtype) for t in self._coefficients())
+        const, e_alpha, e_alpha_m, _ = (t.to(m.dtype) for t in self._coefficients())
+        padded, e_log_pi_0 = self._coef_extra[0], self._coef_extra[1].to(m.dtype)
         quad = torch.bmm((m * m + v).transpose(0, 1), e_alpha)  # [I, B, K]
         lin = torch.bmm(m.transpose(0, 1), e_alpha_m)
         logits = (const.unsqueeze(1) - 0.5 * quad + lin).transpose(0, 1)
-        mask = self.component_mask
-        ell = torch.where(mask, logits - torch.where(mask, e_log_pi, torch.zeros_like(e_log_pi)), torch.zeros_like(logits))
+        ell = logits - e_log_pi_0
+        if padded:
+            ell = torch.where(self.component_mask, ell, torch.zeros_like(ell))
         return logits, ell
 
     def logits(self, mu: Tensor, var: Tensor) -> Tensor:
@@ -546,9 +563,8 @@ class FactorialMixturePrior(nn.Module):
             clamp = self._labels(clamp, m.shape[0], "clamp")
         gamma = responsibilities_from_logits(logits.detach(), clamp)
         kz = gaussian_neg_entropy(v) - (gamma * ell).sum(-1)  # gamma sums to one; zero at padded slots
-        with torch.no_grad():
-            e_log_pi = self._coefficients()[3].to(m.dtype)
-            kr = kl_r_from_log_pi(gamma, e_log_pi)
+        with torch.no_grad():  # KL[r] (C.3) = sum_k gamma (log gamma - E[log pi]), gamma = 0 at padded slots
+            kr = (torch.xlogy(gamma, gamma) - gamma * self._coef_extra[1].to(m.dtype)).sum(-1)
         return kz.to(out), kr.to(out), gamma.to(out)
 
     def global_kl_per_point(self, n_data: int) -> Tensor:
@@ -558,10 +574,45 @@ class FactorialMixturePrior(nn.Module):
         self._coefficients()
         if self._global_kl is None:  # cached with the coefficients, per q(xi)
             with torch.no_grad():
-                kl_ng, kl_dir = global_kl(self._coef_params, self.pseudo_counts(), self.prior_params(),
-                                          self.prior_pseudo_count, self.component_mask)
-            self._global_kl = kl_ng + kl_dir
+                self._global_kl = self._global_kl_now()
         return self._global_kl / n_data
+
+    def _hyperprior(self) -> tuple[float, ...]:
+        """(m0, s0, a0, b0, c0, lgamma(a0), log b0, log s0, lgamma(c0)) as numbers, cached per buffer version."""
+        key = (self.prior_natural._version, self.prior_pseudo_count._version, self.prior_natural.data_ptr())
+        if getattr(self, "_hyper_key", None) != key:
+            m0, s0, a0, b0 = (float(t) for t in self.prior_params())
+            c0 = float(self.prior_pseudo_count)
+            self._hyper = (m0, s0, a0, b0, c0, math.lgamma(a0), math.log(b0), math.log(s0), math.lgamma(c0))
+            self._hyper_key = key
+        return self._hyper
+
+    def _global_kl_now(self) -> Tensor:
+        """sum_ik KL(q(mu_ik, alpha_ik) || p) + sum_i KL(q(pi_i) || p(pi_i)) (lines 4d-4e before the 1/N), from
+        the intermediates cached by ``_coefficients``: the formulas of ``normal_gamma.kl_divergence`` (corrected
+        App. C.1) and ``dirichlet.kl_divergence`` with the hyperprior's constants as numbers."""
+        m0, s0, a0, b0, c0, lgamma_a0, log_b0, log_s0, lgamma_c0 = self._hyperprior()
+        m, s, a, b = self._coef_params
+        padded, _, e_alpha, psi_a, c = self._coef_extra
+        normal = 0.5 * (s0 * e_alpha * (m - m0) ** 2 + s0 / s + torch.log(s) - log_s0 - 1.0)
+        gamma = a0 * (torch.log(b) - log_b0) - torch.lgamma(a) + lgamma_a0 + (a - a0) * psi_a - (b - b0) * e_alpha
+        kl_ng = (normal + gamma).sum(-1)  # [I, K]
+        if padded:
+            mask = self.component_mask
+            kl_ng = torch.where(mask, kl_ng, torch.zeros_like(kl_ng))
+            c = torch.where(mask, c, torch.ones_like(c))
+            c0s = torch.where(mask, torch.full_like(c, c0), torch.zeros_like(c))
+            lgamma_c0s = torch.where(mask, torch.full_like(c, lgamma_c0), torch.zeros_like(c))
+            c_sum = torch.where(mask, c, torch.zeros_like(c)).sum(-1)
+            per = torch.where(mask, -torch.lgamma(c) + (c - c0) * (torch.digamma(c) - torch.digamma(c_sum).unsqueeze(-1)),
+                              torch.zeros_like(c))
+            kl_dir = torch.lgamma(c_sum) - torch.lgamma(c0s.sum(-1)) + lgamma_c0s.sum(-1) + per.sum(-1)
+        else:
+            k = c.shape[-1]
+            c_sum = c.sum(-1)
+            per = -torch.lgamma(c) + (c - c0) * (torch.digamma(c) - torch.digamma(c_sum).unsqueeze(-1))
+            kl_dir = torch.lgamma(c_sum) - math.lgamma(k * c0) + k * lgamma_c0 + per.sum(-1)
+        return kl_ng.sum() + kl_dir.sum()
 
     @torch.no_grad()
     def first_order_step(
@@ -655,9 +706,13 @@ class FactorialMixturePrior(nn.Module):
         m, v, _ = self._codes(mu.detach().to(work), var.detach().to(work))
         g = self._gamma(gamma.detach(), m.shape[0], work) if check else gamma.detach().to(work)
         target_nat, target_c = svi_targets(m, v, g, n_data, self.prior_natural, self.prior_pseudo_count)
-        r = torch.full((self.num_factors,), rho, dtype=work, device=m.device)
-        if factors is not None:
-            r = r * self._factor_mask(factors).to(work)
+        every = factors is None or sorted({int(f) for f in factors}) == list(range(self.num_factors))
+        sel = None if every else self._factor_mask(factors)
+        if sel is None or bool(sel.all()):
+            self.ng_natural.mul_(1.0 - rho).add_(target_nat * rho)
+            self.dirichlet_natural.mul_(1.0 - rho).add_(dirichlet.mean_to_natural(target_c) * rho)
+            return float(rho)
+        r = torch.full((self.num_factors,), rho, dtype=work, device=m.device) * sel.to(work)
         self.ng_natural.mul_(1.0 - r[:, None, None, None]).add_(r[:, None, None, None] * target_nat)
         self.dirichlet_natural.mul_(1.0 - r[:, None]).add_(r[:, None] * dirichlet.mean_to_natural(target_c))
         return float(rho)
