@@ -52,6 +52,10 @@ def _error(mutate) -> str:
         (lambda r: r["train"].update(steps="10"), "train.steps must be an integer, got '10'"),
         (lambda r: r.pop("evaluate") and r.update(evaluate={"iw_samples": 0}), "evaluate.iw_samples must be > 0"),
         (lambda r: r["datasets"]["dsprites"].update(resolution=48), "datasets.dsprites.resolution: unknown value 48"),
+        (lambda r: r["evaluate"].update(group_metrics={"baselines": ["mgi"]}),
+         "evaluate.group_metrics.baselines[0]: unknown value 'mgi'"),
+        (lambda r: r["evaluate"].update(group_metrics={"baseline": []}),
+         "evaluate.group_metrics: unknown value 'baseline'; allowed: baselines"),
     ],
 )
 def test_bad_params_name_the_key(mutate, expected):

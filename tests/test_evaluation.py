@@ -43,6 +43,12 @@ def test_evaluation_is_reproducible_and_respects_the_metric_list(setting):
     b = evaluate_model(model, dataset, data, ev, profile="test")
     assert a == b
     assert set(a["disentanglement"]) == {"mig", "factor_vae_score"}
+    ev = EvaluateParams(n_eval=50, iw_samples=3, metric_num_train=100, metric_num_test=50,
+                        metrics=["mig", "factor_vae"], group_metrics={"fast": ["mig"], "none": []})
+    assert set(evaluate_model(model, dataset, data, ev, "test", ev.metrics_for("fast"))["disentanglement"]) == {"mig"}
+    c = evaluate_model(model, dataset, data, ev, "test", ev.metrics_for("none"))
+    assert "disentanglement" not in c and c["settings"]["metrics"] == []
+    assert ev.metrics_for("other") == ["mig", "factor_vae"]
 
 
 def test_representation_function_is_the_posterior_mean(setting):

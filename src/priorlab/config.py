@@ -265,11 +265,17 @@ class EvaluateParams:
     metric_batch_size: int = 64  # beta-VAE / FactorVAE score batches
     n_bins: int = 20  # MIG / modularity discretisation
     metrics: list[str] = field(default_factory=lambda: list(DISENTANGLEMENT_METRICS))
+    # per experiment group (``runs.*.group``), a metric list replacing ``metrics`` for its runs
+    group_metrics: dict[str, list[str]] = field(default_factory=dict)
     representation: Literal["mean", "sample"] = "mean"  # encoder mean (reference) or one posterior sample
     n_jobs: int = 1  # per-factor classifiers (DCI) in parallel processes
     # "gbt": the reference gradient-boosted trees (slow); "hist": the fast histogram-GBT backend
     dci_backend: Literal["gbt", "hist"] = "gbt"
     seed: int = 0
+
+    def metrics_for(self, group: str) -> list[str]:
+        """The disentanglement metrics computed for the runs of experiment ``group``."""
+        return list(self.group_metrics.get(group, self.metrics))
 
     def check(self, key: str) -> None:
         _positive(f"{key}.n_eval", self.n_eval)
@@ -280,6 +286,9 @@ class EvaluateParams:
         _positive(f"{key}.n_jobs", self.n_jobs)
         for i, m in enumerate(self.metrics):
             _one_of(f"{key}.metrics[{i}]", m, DISENTANGLEMENT_METRICS)
+        for group, names in self.group_metrics.items():
+            for i, m in enumerate(names):
+                _one_of(f"{key}.group_metrics.{group}[{i}]", m, DISENTANGLEMENT_METRICS)
         _positive(f"{key}.iw_samples", self.iw_samples)
         _positive(f"{key}.batch_size", self.batch_size)
         _positive(f"{key}.active_threshold", self.active_threshold)
@@ -331,6 +340,9 @@ class Params:
             _one_of(f"runs.{name}.setup", run.setup, tuple(self.setups))
             _one_of(f"runs.{name}.model", run.model, tuple(self.models))
         self.evaluate.check("evaluate")
+        groups = sorted({run.group for run in self.runs.values()})
+        for group in self.evaluate.group_metrics:
+            _one_of("evaluate.group_metrics", group, tuple(groups))
         self.figures.check("figures")
 
     # convenience lookups used by stages

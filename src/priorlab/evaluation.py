@@ -44,16 +44,20 @@ def representation_function(model, prepare, batch_size: int = 500, kind: str = "
 
 
 def disentanglement_scores(
-    data: GroundTruthData, represent, params: EvaluateParams, random_state: np.random.RandomState
+    data: GroundTruthData, represent, params: EvaluateParams, random_state: np.random.RandomState,
+    wanted: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The metric suite of :mod:`priorlab.metrics` with the reference sample sizes from ``params``."""
+    """The metrics ``wanted`` (default ``params.metrics``) of :mod:`priorlab.metrics`, sample sizes from ``params``."""
     from priorlab import metrics
 
+    wanted = set(params.metrics if wanted is None else wanted)
+    out: dict[str, Any] = {}
+    if not wanted:
+        return out
     n_train, n_test = params.metric_num_train, params.metric_num_test
     f_train, x_train = data.sample(n_train, random_state)
     f_test, x_test = data.sample(n_test, random_state)
     c_train, c_test = represent(x_train), represent(x_test)
-    wanted, out = set(params.metrics), {}
     if "mig" in wanted:
         out["mig"] = metrics.mig(c_train, f_train, n_bins=params.n_bins)
     if "dci" in wanted:
@@ -79,11 +83,14 @@ def disentanglement_scores(
 
 
 def evaluate_model(
-    model, dataset: Dataset, data: GroundTruthData | None, params: EvaluateParams, profile: str
+    model, dataset: Dataset, data: GroundTruthData | None, params: EvaluateParams, profile: str,
+    metric_names: list[str] | None = None,
 ) -> dict[str, Any]:
-    """All metrics of one model, with the settings and library versions that produced them."""
+    """All metrics of one model (disentanglement: ``metric_names``, default ``params.metrics``), with
+    the settings and library versions that produced them."""
     from priorlab import metrics
 
+    metric_names = list(params.metrics if metric_names is None else metric_names)
     torch.manual_seed(params.seed)
     x_test = dataset.prepare(dataset.x("test")[: params.n_eval])
     model.eval()
@@ -94,11 +101,11 @@ def evaluate_model(
     extras = getattr(model, "evaluation_extras", None)  # model-kind specific measurements (e.g. paper 001's)
     if extras is not None:
         result["model_extras"] = extras(dataset, x_test, params.batch_size)
-    if data is not None:
+    if data is not None and metric_names:
         rs = np.random.RandomState(params.seed)
         represent = representation_function(model, dataset.prepare, params.batch_size, params.representation,
                                             params.seed)
-        result["disentanglement"] = disentanglement_scores(data, represent, params, rs)
+        result["disentanglement"] = disentanglement_scores(data, represent, params, rs, metric_names)
     result["settings"] = {
         "profile": profile,
         "n_eval": int(len(x_test)),
@@ -108,7 +115,7 @@ def evaluate_model(
         "metric_num_test": params.metric_num_test,
         "dci_backend": params.dci_backend,
         "n_bins": params.n_bins,
-        "metrics": list(params.metrics),
+        "metrics": metric_names,
         "representation": params.representation,
         "seed": params.seed,
     }

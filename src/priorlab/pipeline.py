@@ -207,6 +207,7 @@ def run_evaluate(params: Params, run: str) -> dict:
         ground_truth(params.datasets[s.dataset]),
         params.evaluate,
         profile=params.profile,
+        metric_names=params.evaluate.metrics_for(params.run(run).group),
     )
     result = {"run": run, "group": params.run(run).group, "setup": setup, "model": model_name, "seed": seed,
               "model_params": _asdict(params.model(model_name)), "setup_params": _asdict(s), **result}

@@ -36,7 +36,7 @@ def verdict(value: bool | None) -> str:
 def md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     """Markdown table lines; floats with three decimals, ``|`` inside cells escaped."""
     cell = lambda v: (f"{v:.3f}" if isinstance(v, float) else str(v)).replace("|", "\\|")  # noqa: E731
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+    return ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)] + [
         "| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
 
 
