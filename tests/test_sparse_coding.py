@@ -67,6 +67,7 @@ def test_presence_aware_dci_and_block_purity(smiley):
     f, m = factors[:, [0, 4, 5]], mask[:, [0, 4, 5]]
     out = presence_aware_dci(codes[:1500], f[:1500], m[:1500], codes[1500:], f[1500:], m[1500:])
     assert out["disentanglement"] > 0.8 and out["completeness"] > 0.8 and out["informativeness_test"] > 0.6
+    assert presence_aware_dci(codes[:1500], f[:1500], m[:1500], codes[1500:], f[1500:], m[1500:], n_jobs=2) == out
     corr = np.zeros((18, 3))
     corr[0, 0], corr[1, 0] = 0.9, 0.5  # both bow-tie sources: all mass in the bow-tie block
     corr[0, 1], corr[5, 1] = 0.6, 0.2  # bow tie 0.6, hat 0.2
