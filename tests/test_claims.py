@@ -31,8 +31,14 @@ def test_vsc_claims_follow_the_numbers():
     sim = np.eye(10)
     sim[0, 6] = sim[7, 9] = 0.9
     sim[0, 1] = sim[1, 8] = 0.2
-    good = _by_claim(vsc_claims(_smiley(0.6, 0.58, 0.4, 0.2), elbo, {"similarity": sim.tolist()}))
-    assert all(good.values()) and len(good) == 9
+    smiley = _smiley(0.6, 0.58, 0.4, 0.2)
+    spikes = {"input_dependent_dims": 12, "always_active_dims": 2, "active_per_input": 9.0}
+    smiley["runs"]["v60"]["spikes"] = spikes
+    good = _by_claim(vsc_claims(smiley, elbo, {"similarity": sim.tolist(), "run": "f", "spikes": spikes}))
+    assert all(good.values()) and len(good) == 10
+    dead = {**spikes, "input_dependent_dims": 0}
+    assert not _by_claim(vsc_claims({}, {}, {"run": "f", "spikes": dead}))[
+        "each observation activates its own small subset of latent dims"]
     bad = _by_claim(vsc_claims(_smiley(0.6, 0.4, 0.7, 0.75, used60=40), {"rows": [
         {"model": "VSC", "value": 0.01, "mean": -200.0}, {"model": "VSC", "value": 0.5, "mean": -250.0},
         {"model": "β-VAE", "value": 1.0, "mean": -240.0}, {"model": "β-VAE", "value": 4.0, "mean": -230.0}]}, {}))

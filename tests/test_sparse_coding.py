@@ -12,6 +12,7 @@ from priorlab.experiments.sparse_coding import (
     presence_aware_factors,
     presence_aware_mig,
     smiley_scores,
+    spike_statistics,
     source_signals,
 )
 
@@ -58,6 +59,16 @@ def test_presence_aware_scoring_of_ungated_values(smiley):
     aware = presence_aware_mig(gated, factors, mask)["mig"]
     naive = presence_aware_mig(gated, factors, np.ones_like(mask))["mig"]
     assert aware > 0.6 and naive < aware - 0.15, (aware, naive)
+
+
+def test_spike_statistics():
+    gamma = np.zeros((4, 5))
+    gamma[:, 0] = 1.0  # always active
+    gamma[:2, 1] = 1.0  # active for half of the inputs
+    gamma[:, 2] = 0.5  # undecided
+    s = spike_statistics(gamma)
+    assert s["always_active_dims"] == 1 and s["input_dependent_dims"] == 1
+    assert s["active_per_input"] == pytest.approx(1.5) and s["undecided_fraction"] == pytest.approx(0.2)
 
 
 def test_presence_aware_dci_and_block_purity(smiley):

@@ -207,6 +207,9 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
         spec = params.run(run)
         results[run] = {"label": _label(params, run), "latent_dim": params.setup(spec.setup).latent_dim,
                         "model": spec.model, "seed": spec.seed}
+        if hasattr(model, "spike_probabilities"):
+            results[run]["spikes"] = spike_statistics(
+                spike_probabilities(model, data.prepare(torch.as_tensor(sets["fresh"][0][:, None]))))
         for name, (images, presence, sources) in sets.items():
             x = data.prepare(torch.as_tensor(np.asarray(images)[:, None]))
             # presence-aware DCI (22 classifiers) on the fresh split only: on the authors' set the
@@ -225,6 +228,13 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     lines = ["## Smiley disentanglement (paper 002, fig. 3 and 9)", ""]
     if ref_note:
         lines += [f"Note: {ref_note}.", ""]
+    spike_rows = [[run, r["latent_dim"], r["spikes"]["active_per_input"], r["spikes"]["always_active_dims"],
+                   r["spikes"]["input_dependent_dims"], r["spikes"]["undecided_fraction"]]
+                  for run, r in results.items() if "spikes" in r]
+    if spike_rows:
+        lines += ["VSC spikes on the fresh test split:", "",
+                  *md_table(["run", "d", "active dims per image", "always active", "input-dependent (std > 0.1)",
+                             "share of γ in (0.05, 0.95)"], spike_rows), ""]
     lines += [f"β-VAE β chosen per latent size by the best correlation contrast on the fresh test set "
               f"(paper D.2): " + ", ".join(f"d={d}: {results[r]['label']}" for d, r in sorted(chosen.items())), ""]
     for name in ("fresh", *test_sets):
@@ -258,6 +268,8 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     summary: dict[str, dict] = {}
     for run, r in results.items():
         summary[run] = {k: v for k, v in r.items() if not isinstance(v, dict)}
+        if "spikes" in r:
+            summary[run]["spikes"] = r["spikes"]
         for name in ("fresh", *test_sets):
             s = r[name]
             summary[run][name] = {k: v for k, v in s.items() if k not in ("corr", "ordered")}
@@ -308,11 +320,26 @@ def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
 
 
 @torch.no_grad()
-def class_activations(model, x: torch.Tensor, labels: np.ndarray, n_classes: int = 10) -> np.ndarray:
+def spike_probabilities(model, x: torch.Tensor, batch: int = 500) -> np.ndarray:
+    """γ(x) of the recognition model, ``[N, J]``."""
+    return torch.cat([model.spike_probabilities(x[s : s + batch]) for s in range(0, len(x), batch)]).double().numpy()
+
+
+def class_activations(gamma: np.ndarray, labels: np.ndarray, n_classes: int = 10) -> np.ndarray:
     """Mean spike probability γ per class ``[n_classes, J]`` (fig. 5)."""
-    gamma = torch.cat([model.spike_probabilities(x[s : s + 500]) for s in range(0, len(x), 500)]).double().numpy()
     return np.stack([gamma[labels == c].mean(0) if np.any(labels == c) else np.zeros(gamma.shape[1])
                      for c in range(n_classes)])
+
+
+def spike_statistics(gamma: np.ndarray, varies: float = 0.1) -> dict[str, float]:
+    """How sparse and how input-dependent the spikes ``γ [N, J]`` are: the mean number of active
+    dims per input (γ > 0.5), dims always active, dims whose γ varies over inputs (std > ``varies``),
+    and the share of spikes undecided (0.05 < γ < 0.95)."""
+    gamma = np.asarray(gamma, dtype=np.float64)
+    return {"mean_gamma": float(gamma.mean()), "active_per_input": float((gamma > 0.5).sum(1).mean()),
+            "always_active_dims": int((gamma.min(0) > 0.5).sum()),
+            "input_dependent_dims": int((gamma.std(0) > varies).sum()),
+            "undecided_fraction": float(((gamma > 0.05) & (gamma < 0.95)).mean())}
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -349,7 +376,8 @@ def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     model, data = _load(params, run)
     labels = data.labels("test")
     x = data.prepare(data.x("test"))
-    act = class_activations(model, x, labels)
+    gamma = spike_probabilities(model, x)
+    act, spikes = class_activations(gamma, labels), spike_statistics(gamma)
     order = np.argsort(-act.mean(0))
     fig, ax = plt.subplots(figsize=(8, 2.6))
     ax.imshow(act[:, order], cmap="gray", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
@@ -405,9 +433,12 @@ def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
              f"Cosine similarity of class activation patterns: T-shirt/shirt {sim[0, 6]:.3f}, "
              f"T-shirt/trouser {sim[0, 1]:.3f}, sneaker/boot {sim[7, 9]:.3f}, trouser/bag {sim[1, 8]:.3f}. "
              f"Active dims (γ > 0.5) of the conditioning images: {n_active}.", "",
+             f"Spikes on the test set: {spikes['active_per_input']:.1f} active dims per image on average, "
+             f"{spikes['always_active_dims']} dims active for every image, {spikes['input_dependent_dims']} dims "
+             f"whose γ varies over images (std > 0.1), {spikes['undecided_fraction']:.1%} of γ in (0.05, 0.95).", "",
              "![conditional generation](conditional_generation.png)", "", *feature_lines]
     return lines, {"run": run, "class_activation": np.round(act, 4).tolist(), "similarity": np.round(sim, 4).tolist(),
-                   "active_dims_conditioning": n_active, "tshirt_shirt": counts}
+                   "active_dims_conditioning": n_active, "tshirt_shirt": counts, "spikes": spikes}
 
 
 SOURCES = 18
@@ -420,7 +451,7 @@ def _by_kind(smiley: dict, kind: str, chosen: dict[str, str]) -> dict[int, dict]
     for run, r in smiley.get("runs", {}).items():
         family = r["label"].split(" ")[0]
         if family == kind and (kind != "β-VAE" or chosen.get(str(r["latent_dim"])) == run):
-            out[int(r["latent_dim"])] = {"run": run, **r["fresh"]}
+            out[int(r["latent_dim"])] = {"run": run, **r["fresh"], **({"spikes": r["spikes"]} if "spikes" in r else {})}
     return dict(sorted(out.items()))
 
 
@@ -479,6 +510,16 @@ def vsc_claims(smiley: dict, elbo: dict, fashion: dict) -> list[Claim]:
                             "every VSC mean ELBO within the span of the β-VAE means over the β grid",
                             f"VSC {fmt(sorted(vsc_m), 2)}, β-VAE span [{min(bvae_m):.2f}, {max(bvae_m):.2f}]",
                             all(min(bvae_m) <= v <= max(bvae_m) for v in vsc_m)))
+    spikes = [(f"Smiley d={d}", v["spikes"]) for d, v in vsc.items() if "spikes" in v]
+    if "spikes" in fashion:
+        spikes.append(("Fashion-MNIST " + fashion["run"], fashion["spikes"]))
+    if spikes:
+        claims.append(Claim("002 sec. 3, fig. 5", "each observation activates its own small subset of latent dims",
+                            "≥ 5 dims whose spike probability varies over test inputs (std > 0.1), in every VSC model "
+                            "checked", "; ".join(f"{name}: {s['input_dependent_dims']} input-dependent, "
+                                                 f"{s['always_active_dims']} always active, "
+                                                 f"{s['active_per_input']:.1f} active per input" for name, s in spikes),
+                            all(s["input_dependent_dims"] >= 5 for _, s in spikes)))
     sim = fashion.get("similarity")
     if sim is not None:
         sim = np.asarray(sim)
