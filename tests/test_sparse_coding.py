@@ -47,6 +47,10 @@ def test_a_disentangled_code_scores_high_and_a_mixed_one_low(smiley):
     assert s_mixed["contrast"] < s_good["contrast"] - 0.4 and s_mixed["block_purity"] < 0.8
     assert s_mixed["mig"] < s_good["mig"] - 0.3
     assert np.isnan(s_good["dci"]["disentanglement"])  # not requested
+    # a switched-off latent (a VSC spike at 1e-10) is a zero column, however well its tiny values correlate
+    off = np.concatenate([good, 1e-10 * source_signals(presence, sources)[:, :1]], axis=1)
+    s_off = smiley_scores(off, presence, sources, wanted=())
+    assert s_off["used_latents"] == 18 and not s_off["corr"][:, -1].any()
 
 
 def test_presence_aware_scoring_of_ungated_values(smiley):

@@ -18,6 +18,9 @@ Definitions (all on the posterior mean, the framework's representation):
   latent's column mass ``Σ_i A_id`` lying in the rows of the group of its assigned source (1 = the
   block-diagonal structure of fig. 3d).
 * used latents: non-zero columns of the thresholded matrix (the paper's "exploited dimensions").
+  Latents that are inactive on the test set (Var_x of the code ≤ ``evaluate.active_threshold``, the
+  active-dims criterion) are zero columns: Pearson correlation is scale-free, so a VSC latent whose
+  spike is off (codes γμ of order 1e-10) would otherwise still count as correlated.
 * presence-aware MIG / DCI: 22 factors = 4 presence flags (scored on all points) + 18 binned
   sources, source ``j`` scored only on the points where its group is present (its value has no
   effect on the image otherwise).  MIG: per-factor gap on that subset, averaged; DCI: one
@@ -123,6 +126,7 @@ def smiley_scores(codes: np.ndarray, presence: np.ndarray, sources: np.ndarray, 
     from priorlab.data.smiley import SmileyData
 
     corr = metrics.correlation_matrix(codes, source_signals(presence, sources))
+    corr[:, codes.var(0) <= active_threshold] = 0.0  # unused latents are zero columns (fig. 3)
     ordered = metrics.order_latents_by_source(corr, CORR_THRESHOLD)
     factors, mask = presence_aware_factors(presence, SmileyData().discretise_sources(sources))
     n = len(codes) if max_points is None else min(len(codes), max_points)
