@@ -39,3 +39,14 @@ def test_write_report_has_settings_tables_and_csv(tmp_path):
     assert "-100.000" in text and "0.250" in text
     csv = pd.read_csv(tmp_path / "results.csv")
     assert list(csv["model"]) == ["vae", "vsc"] and csv.loc[1, "MIG"] != csv.loc[1, "MIG"]  # NaN for no metric
+
+
+def test_settings_name_the_models_with_their_own_train_steps():
+    from pathlib import Path
+
+    from priorlab.config import load_params
+    from priorlab.report import settings_frame
+
+    params = load_params(Path(__file__).resolve().parents[1] / "profiles" / "cpu.yaml")
+    rows = dict(settings_frame(params).itertuples(index=False))
+    assert "fmvae_ss 1500" in rows["train steps set per model"] and "vae " not in rows["train steps set per model"]

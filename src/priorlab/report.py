@@ -60,6 +60,10 @@ def settings_frame(params: Params) -> pd.DataFrame:
     for phase in ("pretrain", "train"):
         o = getattr(params, phase)
         rows.append((phase, f"{o.steps} steps, batch {o.batch_size}, Adam lr {o.lr}, KL warm-up {o.kl_warmup_steps}"))
+    own = {name: m.train_steps for name, m in params.models.items()
+           if m.train_steps and any(r.model == name for r in params.runs.values())}
+    if own:
+        rows.append(("train steps set per model", ", ".join(f"{name} {steps}" for name, steps in own.items())))
     for name, s in params.setups.items():
         d = params.datasets[s.dataset]
         rows.append((f"setup {name}", f"{d.kind} ({d.n_train} train / {d.n_test} test), {s.encoder}/{s.decoder} nets, "
