@@ -1,9 +1,9 @@
-"""DVC stage `sparse_coding`: see :func:`priorlab.experiments.sparse_coding.run_sparse_coding`."""
+"""DVC stage `vsc_experiments`: see :func:`priorlab.experiments.vsc_experiments.run_vsc_experiments`."""
 
 import sys
 
 from priorlab.cli import run_stage
-from priorlab.experiments.sparse_coding import run_sparse_coding
+from priorlab.experiments.vsc_experiments import run_vsc_experiments
 
 if __name__ == "__main__":
-    sys.exit(run_stage(run_sparse_coding))
+    sys.exit(run_stage(run_vsc_experiments))

@@ -6,6 +6,7 @@ import torch
 
 from priorlab.config import ModelParams, SetupParams
 from priorlab.models import build_model
+from priorlab.models.protocol import TrainingSet
 
 
 def gen(seed: int) -> torch.Generator:
@@ -21,3 +22,8 @@ def tiny_model(latent_dim: int = 3, obs_shape=(1, 8, 8), beta: float = 1.0, seed
 def tiny_data(n: int = 200, obs_shape=(1, 8, 8), seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return (torch.rand(n, *obs_shape, generator=g) > 0.7).float()
+
+
+def as_training_set(x: torch.Tensor, labels: torch.Tensor | None = None) -> TrainingSet:
+    """Prepared rows as the trainer's training set (no conversion)."""
+    return TrainingSet(x, lambda b: b, labels)

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from priorlab.experiments.claims import Claim, claims_table, md_table, monotone
-from priorlab.experiments.factorial_mixture import fmvae_claims
-from priorlab.experiments.sparse_coding import vsc_claims
+from priorlab.experiments import fmvae_experiments, vsc_experiments
+from priorlab.experiments.fmvae_experiments import fmvae_claims
+from priorlab.experiments.vsc_experiments import vsc_claims
 from priorlab.io import write_json
 from priorlab.report import claims_section
 
@@ -60,12 +61,28 @@ def test_fmvae_claims_and_report_section(tmp_path):
                                          "reached": False, "labelled_fraction": 0.4, "delta": 100.0}}}
     claims = fmvae_claims(summary)
     assert [c.reproduced for c in claims] == [True, True, True, False, False]
-    write_json(tmp_path / "fmvae" / "summary.json", {"claims": [c.to_dict() for c in claims]})
+    write_json(tmp_path / "fmvae_experiments" / "summary.json",
+               {"title": fmvae_experiments.TITLE, "paper": "001", "claims": [c.to_dict() for c in claims]})
     lines = claims_section(tmp_path)
     assert lines[0] == "## Paper claims"
     text = "\n".join(lines)
-    assert "KL[z] falls with K" in text and text.count("| **no** |") == 2 and "fmvae/README.md" in text
+    assert "KL[z] falls with K" in text and text.count("| **no** |") == 2 and "fmvae_experiments/README.md" in text
     assert claims_section(tmp_path / "missing") == []
+
+
+def test_report_discovers_experiment_summaries(tmp_path):
+    """Every ``<name>/summary.json`` with a title and claims, by stated paper number, then name."""
+    claim = Claim("p", "c", "k", "m", True).to_dict()
+    write_json(tmp_path / "vsc_experiments" / "summary.json",
+               {"title": vsc_experiments.TITLE, "paper": vsc_experiments.PAPER, "claims": [claim]})
+    write_json(tmp_path / "fmvae_experiments" / "summary.json",
+               {"title": fmvae_experiments.TITLE, "paper": fmvae_experiments.PAPER, "claims": []})
+    write_json(tmp_path / "a_no_paper" / "summary.json", {"title": "Z", "claims": [claim]})
+    write_json(tmp_path / "untitled" / "summary.json", {"claims": [claim]})  # not an experiment summary
+    write_json(tmp_path / "figures" / "x.json", {"title": "T", "claims": []})
+    titles = [line for line in claims_section(tmp_path) if line.startswith("### ")]
+    assert titles == [f"### {fmvae_experiments.TITLE}", f"### {vsc_experiments.TITLE}", "### Z"]
+    assert "[vsc_experiments/README.md](vsc_experiments/README.md)." in "\n".join(claims_section(tmp_path))
 
 
 def test_tables_escape_and_verdicts():

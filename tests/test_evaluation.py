@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from priorlab.config import DatasetParams, EvaluateParams
+from priorlab.config import DSpritesParams, EvaluateParams
 from priorlab.data.store import Dataset, build_arrays, ground_truth
 from priorlab.evaluation import evaluate_model, representation_function
 from tests.helpers import tiny_model
 
-PARAMS = DatasetParams(kind="dsprites", n_train=100, n_test=120, resolution=32, seed=0)
+PARAMS = DSpritesParams(kind="dsprites", n_train=100, n_test=120, resolution=32, seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -206,7 +206,7 @@ def test_kl_z_vs_mc_and_nonnegative():
     prior = random_prior([4, 2, 3], 3, g)
     mu, var = random_codes(64, 3, 3, g, scale=3.0)
     gamma = random_gamma(64, [4, 2, 3], g)
-    t = prior.elbo_terms(mu, var, gamma, 1000)
+    t = prior.kl_terms(mu, var, gamma, 1000)
     assert torch.all(t.kl_z >= 0) and torch.all(t.kl_r >= 0)
     assert t.kl_normal_gamma > 0 and t.kl_dirichlet > 0
 
@@ -263,11 +263,11 @@ def test_eq5_is_the_optimum_and_predictive_bound_identity():
     # at gamma of eq. 5: KL[z] + KL[r] = -sum_i logsumexp_k(logits) - sum_i H[q(z_i|x)]
     entropy = 0.5 * (math.log(2 * math.pi) + torch.log(var) + 1).sum(-1)
     torch.testing.assert_close(kz + kr, -torch.logsumexp(prior.logits(mu, var), -1).sum(-1) - entropy)
-    base = prior.elbo_terms(mu, var, gamma, 100)
+    base = prior.kl_terms(mu, var, gamma, 100)
     torch.testing.assert_close(base.kl_z.sum(-1) + base.kl_r.sum(-1), kz + kr)
     for _ in range(5):  # any other gamma gives a larger local KL
         other = random_gamma(16, [4, 3], g)
-        t = prior.elbo_terms(mu, var, other, 100)
+        t = prior.kl_terms(mu, var, other, 100)
         assert torch.all(t.kl_z.sum(-1) + t.kl_r.sum(-1) >= kz + kr - 1e-10)
 
 
@@ -370,7 +370,7 @@ def test_robbins_monro_schedule_and_validation():
     with pytest.raises(ValueError, match="sum to one"):
         prior.svi_step(mu, torch.ones_like(mu), 0.3 * gam, 2, rho=0.5)
     with pytest.raises(ValueError, match="positive"):
-        prior.elbo_terms(mu, -torch.ones_like(mu), gam, 2)
+        prior.kl_terms(mu, -torch.ones_like(mu), gam, 2)
     with pytest.raises(ValueError, match=r"\[B, I\*D\]"):
         prior.logits(mu.view(-1), torch.ones(2, dtype=DT))
 
@@ -382,7 +382,7 @@ def test_single_factor_reduces_to_a_bayesian_gmm():
     prior = random_prior([3], 2, g)
     mu, var = random_codes(5, 1, 2, g)
     gamma = prior.responsibilities(mu, var)
-    t = prior.elbo_terms(mu, var, gamma, 200)
+    t = prior.kl_terms(mu, var, gamma, 200)
     p = {k: v.numpy()[0] for k, v in prior.posterior_params()._asdict().items()}
     c = prior.pseudo_counts().numpy()[0]
     mu_n, var_n = mu.numpy(), var.numpy()
@@ -423,7 +423,7 @@ def test_one_component_tight_standard_normal_gives_the_vae_kl():
                         torch.full((2, 1), 5.0, dtype=DT))
     mu, var = random_codes(20, 2, 3, g)
     gamma = prior.responsibilities(mu, var)
-    t = prior.elbo_terms(mu, var, gamma, 1000)
+    t = prior.kl_terms(mu, var, gamma, 1000)
     standard = torch.distributions.kl_divergence(torch.distributions.Normal(mu, var.sqrt()), torch.distributions.Normal(0.0, 1.0))
     torch.testing.assert_close(t.kl_z, standard.view(20, 2, 3).sum(-1), rtol=1e-6, atol=1e-6)
     assert torch.all(t.kl_r == 0)
@@ -445,12 +445,12 @@ def test_padded_factors_equal_independent_single_factor_priors():
     mu, var = random_codes(7, 2, 3, g)
     lj = joint.logits(mu, var)
     gj = joint.responsibilities(mu, var)
-    tj = joint.elbo_terms(mu, var, gj, 300)
+    tj = joint.kl_terms(mu, var, gj, 300)
     kl_ng = kl_dir = 0.0
     for i, (single, K) in enumerate(zip(parts, [4, 2])):
         sl = slice(3 * i, 3 * i + 3)
         torch.testing.assert_close(lj[:, i, :K], single.logits(mu[:, sl], var[:, sl])[:, 0])
-        ts = single.elbo_terms(mu[:, sl], var[:, sl], gj[:, i : i + 1, :K], 300)
+        ts = single.kl_terms(mu[:, sl], var[:, sl], gj[:, i : i + 1, :K], 300)
         torch.testing.assert_close(tj.kl_z[:, i], ts.kl_z[:, 0])
         torch.testing.assert_close(tj.kl_r[:, i], ts.kl_r[:, 0])
         kl_ng, kl_dir = kl_ng + ts.kl_normal_gamma, kl_dir + ts.kl_dirichlet
@@ -569,7 +569,7 @@ def test_state_dict_round_trip():
     assert (fresh.tau0, fresh.kappa) == (10.0, 0.9)
     torch.testing.assert_close(fresh.logits(mu, var), prior.logits(mu, var))
     gam = prior.responsibilities(mu, var)
-    torch.testing.assert_close(fresh.elbo_terms(mu, var, gam, 50).per_point(), prior.elbo_terms(mu, var, gam, 50).per_point())
+    torch.testing.assert_close(fresh.kl_terms(mu, var, gam, 50).per_point(), prior.kl_terms(mu, var, gam, 50).per_point())
     assert torch.equal(fresh.sample(10, gen(1))[0], prior.sample(10, gen(1))[0])
     with pytest.raises((ValueError, RuntimeError)):
         FactorialMixturePrior([3, 3], 2).load_state_dict(prior.state_dict())

@@ -20,11 +20,10 @@ from priorlab.config import FactorialMixtureParams, ModelParams, OptimParams, Pa
 from priorlab.data.store import Dataset
 from priorlab.models import build_model
 from priorlab.models.estimates import iw_log_likelihood
+from priorlab.models.protocol import Batch, TrainingSet
 from priorlab.models.fmvae import (
     FactorialMixtureLatent,
     labelled_subset,
-    pack_labelled,
-    unpack_labelled,
 )
 from priorlab.priors.factorial_mixture import first_order_objective
 from priorlab.priors.normal_gamma import NormalGammaParams
@@ -33,6 +32,10 @@ from tests.helpers import gen
 
 DT = torch.float64
 OBS = (1, 8, 8)
+
+
+def identity(b):
+    return b
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -174,17 +177,15 @@ def test_semi_supervised_cross_entropy_gradient():
     model.set_phase("train")
     model.before_step(1)
     w = next(model.encoder.parameters())
-    model._batch_labels = torch.tensor([1, -1, 0])
-    terms = model.terms(x)
+    lab = torch.tensor([1, -1, 0])
+    terms = model.terms(x, lab)
     ce = terms.extra["semi_supervised_ce"]
     assert ce[1] == 0 and bool((ce[[0, 2]] > 0).all())
     (grad,) = torch.autograd.grad(ce.sum(), w)
     assert grad.abs().sum() > 0
-    model._batch_labels = None
     assert "semi_supervised_ce" not in model.terms(x).extra  # no labels, no term
-    model._batch_labels = torch.tensor([1, -1, 0])
     model.set_phase("prior_init")
-    assert "semi_supervised_ce" not in model.terms(x).extra  # Delta is a joint-training term
+    assert "semi_supervised_ce" not in model.terms(x, lab).extra  # Delta is a joint-training term
 
 
 def test_first_order_objective_matches_the_elbo_terms_and_the_step_ascends():
@@ -195,7 +196,7 @@ def test_first_order_objective_matches_the_elbo_terms_and_the_step_ascends():
     mu, var = gaussian_q(20, 4, g)
     labels = model.clamp_of(torch.tensor([0, 1, 2, -1] * 5))
     gamma = prior.responsibilities(mu, var, labels)
-    terms = prior.elbo_terms(mu, var, gamma, 500)
+    terms = prior.kl_terms(mu, var, gamma, 500)
     ce = prior.cross_entropy(mu, var, labels)
     p, c = prior.posterior_params(), prior.pseudo_counts()
     both = first_order_objective(mu.view(20, 2, 2), var.view(20, 2, 2), gamma, 500, p, c, prior.prior_params(),
@@ -217,7 +218,7 @@ def test_first_order_objective_matches_the_elbo_terms_and_the_step_ascends():
 # ----------------------------------------------------------------- SVI inside the training loop
 def batch_objective(model, mu, var, clamp, gamma):
     """Per-point batch ELBO in lambda with gamma fixed: -mean(KL[z] + KL[r]) - global KL / N."""
-    t = model.prior.elbo_terms(mu, var, gamma, int(model.n_data))
+    t = model.prior.kl_terms(mu, var, gamma, int(model.n_data))
     return -t.per_point().mean().item()
 
 
@@ -225,22 +226,23 @@ def test_after_step_svi_changes_lambda_and_never_decreases_the_batch_elbo():
     model = fm_model(latent_dim=4, num_factors=2, num_components=[3, 2], tau0=1.0, kappa=0.6)
     x = data(128)
     model.set_phase("prior_init")
-    model.init_prior((x[i : i + 50] for i in range(0, 128, 50)), gen(11))
+    model.init_prior(TrainingSet(x, identity), gen(11))
     assert int(model.n_data) == 128 and int(model.svi_count) == 10
     model.set_phase("train")
     for step in range(1, 6):
         model.before_step(step)
-        model.terms(x[:32])
-        mu, var, clamp, gamma = model._cache
+        terms = model.terms(x[:32])
+        mu, var, clamp = terms.q.mean.detach(), terms.q.variance.detach(), None
+        gamma = terms.p.last[2]
         torch.testing.assert_close(gamma, model.prior.responsibilities(mu, var, clamp))
         before, lam = batch_objective(model, mu, var, clamp, gamma), model.prior.ng_natural.clone()
-        model.after_step(x[:32], step)
+        model.after_step(Batch(x[:32]), terms, step)
         assert not torch.equal(model.prior.ng_natural, lam)
         after = batch_objective(model, mu, var, clamp, gamma)
         assert after >= before - 1e-9
         # the E-step on the new lambda can only improve it further
         assert batch_objective(model, mu, var, clamp, model.prior.responsibilities(mu, var, clamp)) >= after - 1e-9
-    assert int(model.svi_count) == 15 and model._cache is None
+    assert int(model.svi_count) == 15
 
 
 def test_supervised_prior_init_sets_factor_zero_from_the_labels():
@@ -252,11 +254,11 @@ def test_supervised_prior_init_sets_factor_zero_from_the_labels():
         mu, var = model.encode_codes([x])
     labels = torch.arange(90) % 3
     mu0 = mu[:, :2].double()
-    model._train_labels = torch.as_tensor(labelled_subset(labels.numpy(), 0.5, 0))
-    model.init_prior([x], gen(12))
-    lab = model._train_labels >= 0
+    train_labels = torch.as_tensor(labelled_subset(labels.numpy(), 0.5, 0))
+    model.init_prior(TrainingSet(x, identity, train_labels), gen(12))
+    lab = train_labels >= 0
     for k in range(3):
-        sel = lab & (model._train_labels == k)
+        sel = lab & (train_labels == k)
         s = model.prior.posterior_params().s[0, k, 0]
         expected = mu0[sel].sum(0) * (90 / lab.sum()) / s  # conjugate mean with m0 = 0
         torch.testing.assert_close(model.prior.posterior_params().m[0, k], expected, rtol=1e-5, atol=1e-6)
@@ -270,15 +272,19 @@ def toy_dataset(n=96):
     return Dataset("toy", arrays, {"factor_names": ["shape", "other"], "pixel_max": 1})
 
 
-def test_label_packing_round_trip_and_seeded_subset():
-    x = torch.randint(0, 2, (50, *OBS), dtype=torch.uint8, generator=gen(14))
+def test_seeded_labelled_subset_and_training_set_labels():
     labels = labelled_subset(np.arange(50) % 3, 0.4, seed=3)
     assert (labels >= 0).sum() == 20 and np.array_equal(labels, labelled_subset(np.arange(50) % 3, 0.4, seed=3))
     assert not np.array_equal(labels, labelled_subset(np.arange(50) % 3, 0.4, seed=4))
-    pix, lab = unpack_labelled(pack_labelled(x, labels), OBS)
-    assert torch.equal(pix, x) and np.array_equal(lab.numpy(), labels)
-    with pytest.raises(ValueError, match="uint8"):
-        pack_labelled(x.float(), labels)
+    model = fm_model(latent_dim=4, num_factors=2, num_components=[3, 2], supervised_factor="shape",
+                     labelled_fraction=0.5, label_seed=7)
+    ds = toy_dataset()
+    ts = model.training_set(ds)
+    expected = labelled_subset(ds.factors("train")[:, 0], 0.5, 7)
+    assert torch.equal(ts.x, ds.x("train")) and np.array_equal(ts.labels.numpy(), expected)
+    batch = ts.batch(torch.tensor([5, 0, 7]))
+    assert torch.equal(batch.labels, torch.as_tensor(expected[[5, 0, 7]]))
+    assert fm_model(latent_dim=4, num_factors=2).training_set(ds).labels is None
 
 
 class Interrupt(RuntimeError):
@@ -290,21 +296,20 @@ def train_once(tmp_path, interrupt_at=None):
                      labelled_fraction=0.5, delta=5.0, delta_steps=25, kl_z_weight=3.0, kl_z_weight_steps=10)
     ds = toy_dataset()
     model.set_phase("prior_init")
-    x_train, prepare = model.training_inputs(ds)
-    model.init_prior((prepare(x_train[i : i + 40]) for i in range(0, len(x_train), 40)), gen(15))
+    model.bind_data(ds)
+    model.init_prior(model.training_set(ds), gen(15))
     model.set_phase("train")
-    x_train, prepare = model.training_inputs(ds)
     if interrupt_at is not None:
         original = model.after_step
 
-        def after(x, step):
-            original(x, step)
+        def after(batch, terms, step):
+            original(batch, terms, step)
             if step == interrupt_at:
                 raise Interrupt
 
         model.after_step = after
     opt = OptimParams(steps=40, batch_size=16, lr=1e-3, checkpoint_every=20, log_every=100, seed=2)
-    res = fit(model, x_train, opt, checkpoint=tmp_path / "ck.pt", live_dir=None, fingerprint="f", prepare=prepare)
+    res = fit(model, model.training_set(ds), opt, checkpoint=tmp_path / "ck.pt", live_dir=None, fingerprint="f")
     return model, res
 
 
@@ -326,9 +331,8 @@ def test_evaluation_extras_report_the_eq_11_split_and_accuracy():
     model = fm_model(latent_dim=4, num_factors=2, num_components=[3, 2], supervised_factor="shape",
                      labelled_fraction=0.5)
     ds = toy_dataset()
-    x_train, prepare = model.training_inputs(ds)
     model.set_phase("prior_init")
-    model.init_prior((prepare(x_train[i : i + 40]) for i in range(0, len(x_train), 40)), gen(16))
+    model.init_prior(model.training_set(ds), gen(16))
     x = ds.prepare(ds.x("test"))
     torch.manual_seed(0)
     out = model.evaluation_extras(ds, x)
@@ -370,25 +374,22 @@ def test_labels_stay_aligned_with_their_rows_through_the_trainer_shuffle(tmp_pat
     model = fm_model(latent_dim=4, num_factors=2, num_components=[3, 2], supervised_factor="shape",
                      labelled_fraction=0.4, delta=5.0)
     model.set_phase("prior_init")
-    x_train, prepare = model.training_inputs(ds)
-    model.init_prior((prepare(x_train[i : i + 40]) for i in range(0, n, 40)), gen(22))
+    model.init_prior(model.training_set(ds), gen(22))
     model.set_phase("train")
-    x_train, prepare = model.training_inputs(ds)
     seen = {"labelled": 0, "rows": 0}
     original = model.extra_terms
 
-    def checked(xb, q, terms):
-        lab = model._labels_for(xb)
+    def checked(xb, terms, lab):
         own = xb.reshape(len(xb), -1).sum(1).round().long() % 3
         assert lab is not None and torch.equal(lab[lab >= 0], own[lab >= 0])
         seen["labelled"] += int((lab >= 0).sum())
         seen["rows"] += len(lab)
-        out = original(xb, q, terms)
+        out = original(xb, terms, lab)
         ce = out["semi_supervised_ce"]
         assert bool((ce[lab < 0] == 0).all()) and bool((ce[lab >= 0] > 0).all())
         return out
 
     model.extra_terms = checked
     opt = OptimParams(steps=12, batch_size=30, lr=1e-3, checkpoint_every=100, log_every=100, seed=3)
-    fit(model, x_train, opt, checkpoint=tmp_path / "ck.pt", live_dir=None, fingerprint="f", prepare=prepare)
+    fit(model, model.training_set(ds), opt, checkpoint=tmp_path / "ck.pt", live_dir=None, fingerprint="f")
     assert seen["rows"] == 12 * 30 and seen["labelled"] == 12 * 30 * 0.4  # 3 full epochs of 120 rows, 48 labelled

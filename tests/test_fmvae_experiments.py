@@ -7,8 +7,10 @@ import pandas as pd
 import pytest
 import torch
 
+from priorlab.models.protocol import TrainingSet
+
 from priorlab.config import FactorialMixtureParams, SetupParams
-from priorlab.experiments.factorial_mixture import conditional_grid, elbo_vs_k_claims, factorial_grid, top_components
+from priorlab.experiments.fmvae_experiments import conditional_grid, elbo_vs_k_claims, factorial_grid, top_components
 from priorlab.models import build_model
 
 
@@ -39,7 +41,7 @@ def test_grids_iterate_the_chosen_components():
     model = build_model(SetupParams(dataset="x", latent_dim=4, hidden=[16]), spec, (1, 8, 8))
     x = (torch.rand(60, 1, 8, 8, generator=torch.Generator().manual_seed(1)) > 0.7).float()
     model.set_phase("prior_init")
-    model.init_prior([x], torch.Generator().manual_seed(2))
+    model.init_prior(TrainingSet(x, lambda b: b), torch.Generator().manual_seed(2))
     imgs = conditional_grid(model, 0, rows=2, generator=torch.Generator().manual_seed(3))
     assert imgs.shape == (2 * 3, 1, 8, 8) and bool(((imgs >= 0) & (imgs <= 1)).all())
     # within a row only factor 0 changes: the row's images differ, the rows differ too

@@ -79,6 +79,27 @@ def test_outputs_and_metric_ranges(project):
     assert "dsprites-beta_vae-0" in dvc(project, "metrics", "show").stdout
 
 
+def test_em_model_on_vector_data_skips_pretraining_and_resumes_after_kill(project):
+    """PPCA (online EM, no optimiser) on the float vector data set: pretraining skipped, curves only
+    (no image figures), in the report, and a kill -9 mid-training resumes to the same model."""
+    run = "synthetic-ppca-0"
+    pre = json.loads((project / "models" / "pretrain" / "synthetic" / "meta.json").read_text())
+    assert pre["skipped"] and not (project / "models" / "pretrain" / "synthetic" / "model.pt").exists()
+    m = json.loads((project / "metrics" / f"{run}.json").read_text())
+    assert "test" not in m and m["latent_dim"] == 2 and m["model_extras"]["test_log_likelihood"] > -50
+    assert sorted(p.name for p in (project / "reports" / "figures" / run).iterdir()) == ["curves.png"]
+    assert run.split("-")[0] in (project / "reports" / "README.md").read_text()
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    before = {o["path"]: o["md5"] for o in lock["stages"][f"train@{run}"]["outs"]}
+    killed = dvc(project, "repro", "-f", "-s", f"train@{run}", check=False, env={"PRIORLAB_KILL_AT_STEP": "30"})
+    assert killed.returncode != 0 and list((project / ".checkpoints" / "train").glob("*.pt"))
+    dvc(project, "repro", "-s", f"train@{run}")
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    after = {o["path"]: o["md5"] for o in lock["stages"][f"train@{run}"]["outs"]}
+    assert after[f"models/train/{run}"] == before[f"models/train/{run}"]
+    assert not list((project / ".checkpoints").rglob("*.pt"))
+
+
 def test_resumed_and_rerun_outputs_are_identical(project):
     lock = yaml.safe_load((project / "dvc.lock").read_text())
     before = {o["path"]: o["md5"] for o in lock["stages"]["pretrain@smiley"]["outs"]}

@@ -12,14 +12,14 @@ from priorlab.config import OptimParams
 from priorlab.io import load_torch
 from priorlab.train import TrainingDiverged, fit, kl_weight
 from priorlab.train.trainer import KILL_ENV, BatchSampler
-from tests.helpers import tiny_data, tiny_model
+from tests.helpers import as_training_set, tiny_data, tiny_model
 
 OPT = OptimParams(steps=40, batch_size=32, lr=1e-2, checkpoint_every=10, log_every=5, seed=3)
 
 
 def _train(tmp_path, name, opt=OPT):
     model = tiny_model()
-    fit(model, tiny_data(), opt, checkpoint=tmp_path / f"{name}.pt", live_dir=tmp_path / name, fingerprint="fp")
+    fit(model, as_training_set(tiny_data()), opt, checkpoint=tmp_path / f"{name}.pt", live_dir=tmp_path / name, fingerprint="fp")
     return model.state_dict()
 
 
@@ -33,7 +33,7 @@ def test_same_seed_gives_identical_weights(tmp_path):
 def test_training_lowers_the_loss(tmp_path):
     model, x = tiny_model(), tiny_data()
     before = model.loss(x)[1]["elbo"]
-    fit(model, x, OptimParams(steps=150, batch_size=32, lr=1e-2, seed=0), checkpoint=tmp_path / "c.pt",
+    fit(model, as_training_set(x), OptimParams(steps=150, batch_size=32, lr=1e-2, seed=0), checkpoint=tmp_path / "c.pt",
         live_dir=None, fingerprint="fp")
     torch.manual_seed(0)
     assert model.loss(x)[1]["elbo"] > before + 5.0
@@ -45,10 +45,10 @@ SCRIPT = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from priorlab.config import OptimParams
     from priorlab.train import fit
-    from tests.helpers import tiny_data, tiny_model
+    from tests.helpers import as_training_set, tiny_data, tiny_model
     model = tiny_model()
     opt = OptimParams(steps=40, batch_size=32, lr=1e-2, checkpoint_every=10, log_every=5, seed=3)
-    fit(model, tiny_data(), opt, checkpoint={ckpt!r}, live_dir={live!r}, fingerprint="fp")
+    fit(model, as_training_set(tiny_data()), opt, checkpoint={ckpt!r}, live_dir={live!r}, fingerprint="fp")
     torch.save(model.state_dict(), {out!r})
     """
 )
@@ -75,16 +75,18 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path):
 def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path):
     model = tiny_model()
     calls = {"n": 0}
-    original = model.loss
+    original = model.terms
 
-    def poisoned(x, kl_weight=1.0):
+    def poisoned(x, labels=None):
         calls["n"] += 1
-        loss, logs = original(x, kl_weight)
-        return (loss * float("nan") if calls["n"] >= 15 else loss), logs
+        terms = original(x, labels)
+        if calls["n"] >= 15:
+            terms.log_lik = terms.log_lik * float("nan")
+        return terms
 
-    model.loss = poisoned
+    model.terms = poisoned
     with pytest.raises(TrainingDiverged, match="at step 15"):
-        fit(model, tiny_data(), OPT, checkpoint=tmp_path / "n.pt", live_dir=None, fingerprint="fp")
+        fit(model, as_training_set(tiny_data()), OPT, checkpoint=tmp_path / "n.pt", live_dir=None, fingerprint="fp")
     assert load_torch(tmp_path / "n.pt")["step"] == 10
 
 
@@ -92,7 +94,7 @@ def test_checkpoint_of_another_config_is_ignored(tmp_path):
     ckpt = tmp_path / "x.pt"
     torch.save({"fingerprint": "other", "step": 30}, ckpt)
     model = tiny_model()
-    res = fit(model, tiny_data(), OPT, checkpoint=ckpt, live_dir=None, fingerprint="fp")
+    res = fit(model, as_training_set(tiny_data()), OPT, checkpoint=ckpt, live_dir=None, fingerprint="fp")
     assert res.resumed_from == 0 and res.steps == 40
 
 

@@ -14,7 +14,7 @@ from priorlab.models.estimates import iw_log_likelihood
 from priorlab.models.vsc import SelectedPseudoInputPrior, SpikeSlabPosterior, ramp
 from priorlab.priors.spike_slab import selector_weights_code, selector_weights_paper
 from priorlab.train import fit
-from tests.helpers import tiny_data
+from tests.helpers import as_training_set, tiny_data
 
 SETUP = SetupParams(dataset="x", latent_dim=4, hidden=[16])
 OBS = (1, 8, 8)
@@ -193,7 +193,7 @@ def test_load_pretrained_needs_a_vsc_and_resume_is_bit_identical(tmp_path):
         return model
 
     ref = fresh()
-    fit(ref, x, opt, checkpoint=tmp_path / "ref.pt", live_dir=None, fingerprint="fp")
+    fit(ref, as_training_set(x), opt, checkpoint=tmp_path / "ref.pt", live_dir=None, fingerprint="fp")
 
     class Stop(Exception):
         pass
@@ -208,10 +208,10 @@ def test_load_pretrained_needs_a_vsc_and_resume_is_bit_identical(tmp_path):
 
     killed.before_step = stop_at_25
     with pytest.raises(Stop):
-        fit(killed, x, opt, checkpoint=tmp_path / "k.pt", live_dir=None, fingerprint="fp")
+        fit(killed, as_training_set(x), opt, checkpoint=tmp_path / "k.pt", live_dir=None, fingerprint="fp")
     assert (tmp_path / "k.pt").is_file()
     resumed = fresh()
-    result = fit(resumed, x, opt, checkpoint=tmp_path / "k.pt", live_dir=None, fingerprint="fp")
+    result = fit(resumed, as_training_set(x), opt, checkpoint=tmp_path / "k.pt", live_dir=None, fingerprint="fp")
     assert result.resumed_from == 20
     a, b = ref.state_dict(), resumed.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -283,19 +283,26 @@ def test_mixture_kl_backward_equals_autograd():
     assert torch.autograd.gradcheck(pseudo_input_mixture_kl, [t.clone().requires_grad_() for t in interior])
 
 
-def test_joint_and_separate_pseudo_input_passes_give_the_same_loss_and_gradients():
-    """``separate_pseudo_pass`` (a speed switch, off by default) does not change the maths."""
+def test_the_joint_pseudo_input_pass_equals_separate_passes():
+    """``terms`` encodes data and pseudo-inputs in one pass: same loss and gradients as q(z|x) and the
+    prior computed by their own passes (``posterior`` / ``prior_distribution``)."""
+    from priorlab.models.elbo import elbo_terms, objective
+
     setup = SetupParams(dataset="x", latent_dim=4, encoder="conv", decoder="conv", hidden=[16], channels=[4, 4])
     torch.manual_seed(0)
     m = build_model(setup, VSCParams(kind="vsc", n_pseudo_inputs=3, selector="code"), (1, 16, 16)).double()
-    assert not m.separate_pseudo_pass and not vsc().separate_pseudo_pass
     x = tiny_data(6, (1, 16, 16)).double()
+
+    def separate(x):
+        t = elbo_terms(x, m.posterior(x), m.prior_distribution(x), m.decode, m.likelihood)
+        t.extra.update(m.extra_terms(x, t))
+        return t
+
     results = []
-    for separate in (True, False):
-        m.separate_pseudo_pass = separate
+    for terms in (separate, m.terms):
         m.zero_grad()
         torch.manual_seed(1)
-        loss, _ = m.loss(x)
+        loss = objective(terms(x), m.beta)
         loss.backward()
         results.append((loss.detach(), {k: p.grad.clone() for k, p in m.named_parameters()}))
     (l1, g1), (l2, g2) = results

@@ -1,36 +1,19 @@
-"""Paper 002 experiment scores: presence-aware factors / MIG / DCI, block purity, correlation summaries."""
+"""Paper 002 experiment scores: block purity, correlation summaries, spike statistics (the presence-aware
+MIG / DCI they use are tested in ``test_metrics_presence.py``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from priorlab.data.smiley import SmileyData, sample_smiley, source_presence
-from priorlab.experiments.sparse_coding import (
-    block_purity,
-    presence_aware_dci,
-    presence_aware_factors,
-    presence_aware_mig,
-    smiley_scores,
-    spike_statistics,
-    source_signals,
-)
+from priorlab.data.smiley import sample_smiley
+from priorlab.experiments.vsc_experiments import block_purity, smiley_scores, source_signals, spike_statistics
 
 
 @pytest.fixture(scope="module")
 def smiley():
     _, presence, sources = sample_smiley(3000, 0)
     return presence, sources
-
-
-def test_presence_aware_factors_mask_absent_groups(smiley):
-    presence, sources = smiley
-    factors, mask = presence_aware_factors(presence, SmileyData().discretise_sources(sources))
-    assert factors.shape == mask.shape == (3000, 22)
-    assert mask[:, :4].all()
-    np.testing.assert_array_equal(mask[:, 4:], source_presence(presence))
-    with pytest.raises(ValueError, match="presence"):
-        presence_aware_factors(presence[:, :3], sources)
 
 
 def test_a_disentangled_code_scores_high_and_a_mixed_one_low(smiley):
@@ -53,18 +36,6 @@ def test_a_disentangled_code_scores_high_and_a_mixed_one_low(smiley):
     assert s_off["used_latents"] == 18 and not s_off["corr"][:, -1].any()
 
 
-def test_presence_aware_scoring_of_ungated_values(smiley):
-    """Gated codes s_j = presence · v_j are exact where the group is present; scoring source j only
-    there (presence-aware) sees that, while a naive MIG over all points also scores the bins of the
-    invisible v_j of absent groups, which no code can predict."""
-    presence, sources = smiley
-    factors, mask = presence_aware_factors(presence, SmileyData().discretise_sources(sources))
-    gated = np.concatenate([presence.astype(float), source_signals(presence, sources)], axis=1)
-    aware = presence_aware_mig(gated, factors, mask)["mig"]
-    naive = presence_aware_mig(gated, factors, np.ones_like(mask))["mig"]
-    assert aware > 0.6 and naive < aware - 0.15, (aware, naive)
-
-
 def test_spike_statistics():
     gamma = np.zeros((4, 5))
     gamma[:, 0] = 1.0  # always active
@@ -75,17 +46,29 @@ def test_spike_statistics():
     assert s["active_per_input"] == pytest.approx(1.5) and s["undecided_fraction"] == pytest.approx(0.2)
 
 
-def test_presence_aware_dci_and_block_purity(smiley):
-    presence, sources = smiley
-    factors, mask = presence_aware_factors(presence, SmileyData().discretise_sources(sources))
-    codes = np.concatenate([presence.astype(float), source_signals(presence, sources)], axis=1)[:, [0, 4, 5]]
-    f, m = factors[:, [0, 4, 5]], mask[:, [0, 4, 5]]
-    out = presence_aware_dci(codes[:1500], f[:1500], m[:1500], codes[1500:], f[1500:], m[1500:])
-    assert out["disentanglement"] > 0.8 and out["completeness"] > 0.8 and out["informativeness_test"] > 0.6
-    assert presence_aware_dci(codes[:1500], f[:1500], m[:1500], codes[1500:], f[1500:], m[1500:], n_jobs=2) == out
+def test_block_purity():
     corr = np.zeros((18, 3))
     corr[0, 0], corr[1, 0] = 0.9, 0.5  # both bow-tie sources: all mass in the bow-tie block
     corr[0, 1], corr[5, 1] = 0.6, 0.2  # bow tie 0.6, hat 0.2
     assert block_purity(corr, np.array([0, 0, -1])) == pytest.approx((1.0 + 0.75) / 2)
     assert block_purity(corr, np.array([0, 5, -1])) == pytest.approx((1.0 + 0.25) / 2)
     assert block_purity(corr, np.array([-1, -1, -1])) == 0.0
+
+
+def test_run_helpers_select_groups_and_encode_in_batches():
+    """The shared run helpers (``priorlab.experiments.runs``) the experiment modules load runs with."""
+    from pathlib import Path
+
+    import torch
+
+    from priorlab.config import load_params
+    from priorlab.experiments.runs import group_runs, in_batches
+
+    params = load_params(Path(__file__).resolve().parents[1] / "profiles" / "cpu.yaml")
+    smiley = group_runs(params, "vsc_smiley")
+    assert smiley and all(params.run(r).group == "vsc_smiley" for r in smiley)
+    both = group_runs(params, "vsc_smiley", "vsc_elbo")
+    assert both == [r for r in params.runs if r in both] and set(smiley) < set(both)
+    calls = []
+    out = in_batches(lambda b: calls.append(len(b)) or 2 * b, torch.arange(7.0)[:, None], batch=3)
+    assert calls == [3, 3, 1] and out.dtype == np.float64 and out[:, 0].tolist() == [2.0 * i for i in range(7)]

@@ -1,9 +1,10 @@
 """Shared entry point of the stage scripts: parse arguments, validate params, report errors.
 
-A problem the user can fix (invalid params, missing or corrupt inputs, a
-diverged run) prints one ``error: ...`` line and exits with status 2; the
-params are validated before any work, and outputs are written atomically, so
-a failed stage leaves nothing half-written.
+A problem the user can fix (:class:`~priorlab.errors.UserError`: invalid params,
+corrupt inputs, a diverged run; or a missing input file) prints one
+``error: ...`` line and exits with status 2; any other exception is a bug and
+shows its full traceback.  The params are validated before any work, and
+outputs are written atomically, so a failed stage leaves nothing half-written.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import argparse
 import sys
 from typing import Callable
 
-from priorlab.config import ParamsError, load_params
-from priorlab.train import TrainingDiverged
+from priorlab.config import load_params
+from priorlab.errors import UserError
 
-USER_ERRORS = (ParamsError, FileNotFoundError, ValueError, TrainingDiverged)
+USER_ERRORS = (UserError, FileNotFoundError)
 
 
 def run_stage(fn: Callable, *args: str, argv: list[str] | None = None) -> int:

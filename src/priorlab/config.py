@@ -22,11 +22,13 @@ from typing import Any, Literal
 
 import yaml
 
+from priorlab.errors import UserError
+
 PROFILES = ("tiny", "cpu", "paper")
 DISENTANGLEMENT_METRICS = ("mig", "dci", "sap", "modularity", "beta_vae", "factor_vae")
 
 
-class ParamsError(ValueError):
+class ParamsError(UserError, ValueError):
     """An invalid parameter; the message names the key and what is allowed."""
 
 
@@ -35,24 +37,78 @@ class ParamsError(ValueError):
 
 @dataclass(frozen=True)
 class DatasetParams:
-    """One data set built by the ``data`` stage."""
+    """One data set built by the ``data`` stage (a ``datasets:`` entry).
 
-    kind: Literal["smiley", "dsprites", "mnist", "fashion_mnist"]
+    Data set kinds subclass this with their own settings and register in ``DATASET_PARAMS``; an
+    entry is parsed into the class of its ``kind``.  How each kind is built:
+    :mod:`priorlab.data.registry`.
+    """
+
+    kind: str
     n_train: int
     n_test: int
-    resolution: int = 32  # dSprites only: 64 (original) or 32 (cpu variant)
-    presence_prob: float = 0.5  # Smiley only
-    normalise: Literal["none", "l2"] = "none"  # Smiley: the authors divide by the L2 norm
-    # MNIST / Fashion-MNIST: keep grey levels, or binarise once at data time
-    binarise: Literal["none", "threshold", "stochastic"] = "none"
     seed: int = 0
+    normalise: Literal["none", "l2"] = "none"  # "l2": unit L2 norm per observation (VSC authors' Smiley)
 
     def check(self, key: str) -> None:
+        _one_of(f"{key}.kind", self.kind, tuple(DATASET_PARAMS))
         _positive(f"{key}.n_train", self.n_train)
         _positive(f"{key}.n_test", self.n_test)
-        _one_of(f"{key}.resolution", self.resolution, (32, 64))
+        _non_negative(f"{key}.seed", self.seed)
+
+
+@dataclass(frozen=True)
+class SmileyParams(DatasetParams):
+    """Smiley faces (VSC paper, supplement E)."""
+
+    presence_prob: float = 0.5  # probability of each of the 4 attributes
+
+    def check(self, key: str) -> None:
+        super().check(key)
         if not 0.0 < self.presence_prob < 1.0:
             raise ParamsError(f"{key}.presence_prob must be in (0, 1), got {self.presence_prob}")
+
+
+@dataclass(frozen=True)
+class DSpritesParams(DatasetParams):
+    """Procedural dSprites: points of the full factor grid."""
+
+    resolution: int = 32  # 64 (original) or 32 (cpu variant)
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        _one_of(f"{key}.resolution", self.resolution, (32, 64))
+
+
+@dataclass(frozen=True)
+class MNISTParams(DatasetParams):
+    """MNIST-format images with class labels: kinds ``mnist`` and ``fashion_mnist``."""
+
+    binarise: Literal["none", "threshold", "stochastic"] = "none"  # keep grey levels, or binarise once
+
+
+@dataclass(frozen=True)
+class SparseSyntheticParams(DatasetParams):
+    """The sparse VAE's synthetic benchmark (paper 003, §2.2): 7 features of 2 correlated factors."""
+
+    rho: float = 0.0  # correlation of the two factors
+    noise_std: float = 0.5  # the released code's level (the text's σ² = 0.5 is std 0.707)
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        if not -1.0 < self.rho < 1.0:
+            raise ParamsError(f"{key}.rho must be in (-1, 1), got {self.rho}")
+        _non_negative(f"{key}.noise_std", self.noise_std)
+
+
+DATASET_PARAMS: dict[str, type[DatasetParams]] = {
+    "smiley": SmileyParams,
+    "dsprites": DSpritesParams,
+    "mnist": MNISTParams,
+    "fashion_mnist": MNISTParams,
+    "sparse_synthetic": SparseSyntheticParams,
+}
+"""``kind`` → its parameter class (a kind's own settings are typed fields of a subclass)."""
 
 
 @dataclass(frozen=True)
@@ -65,15 +121,21 @@ class SetupParams:
     decoder: Literal["mlp", "conv"] = "mlp"
     hidden: list[int] = field(default_factory=lambda: [256, 256])
     channels: list[int] = field(default_factory=lambda: [32, 32, 64, 64])
-    likelihood: Literal["bernoulli", "gaussian"] = "bernoulli"
-    # Gaussian likelihood: fixed observation std, or "learned" per pixel
+    likelihood: str = "bernoulli"  # a name in priorlab.likelihoods.LIKELIHOODS
+    # Gaussian likelihood: fixed observation std, or "learned" per feature
     obs_std: float = 0.1
     learn_obs_std: bool = False
     # the `models:` entry pretrained for this setup: by convention "pretrain", the N(0, I) VAE with
     # beta = 1 (paper 001, sec. 2.4); kinds with their own pretraining phase (VSC's spike warm-up) differ
     pretrain_model: str = "pretrain"
+    # false: the setup is not pretrained (its pretrain stage only records that; every run of the setup
+    # starts from scratch, e.g. a model fitted by EM)
+    pretraining: bool = True
 
     def check(self, key: str) -> None:
+        from priorlab.likelihoods import LIKELIHOODS  # the registry (imports torch: only when checking)
+
+        _one_of(f"{key}.likelihood", self.likelihood, tuple(LIKELIHOODS))
         _positive(f"{key}.latent_dim", self.latent_dim)
         for i, h in enumerate(self.hidden):
             _positive(f"{key}.hidden[{i}]", h)
@@ -83,22 +145,87 @@ class SetupParams:
 
 
 @dataclass(frozen=True)
+class PriorParams:
+    """The prior p(z) of the ``vae`` and ``beta_tcvae`` kinds: a tagged union on ``kind``.
+
+    Prior kinds with settings subclass this and register in ``PRIOR_PARAMS`` (their builder in
+    ``priorlab.priors.PRIOR_BUILDERS``).  ``lr`` > 0 trains the prior's parameters in their own
+    optimiser group at that learning rate (0: the phase's lr).
+    """
+
+    kind: str = "standard_normal"
+    lr: float = 0.0
+
+    def check(self, key: str) -> None:
+        _one_of(f"{key}.kind", self.kind, tuple(PRIOR_PARAMS))
+        _non_negative(f"{key}.lr", self.lr)
+
+
+@dataclass(frozen=True)
+class LpNestedPriorParams(PriorParams):
+    """The Lp-nested (ISA) prior of paper 004: root exponent ``p0`` over subspaces ``[p_l, n_l]``
+    (n_l latents each, summing to the setup's latent_dim), exponents learned (kept > 1) in their
+    own optimiser group at ``lr`` (the released code: 5e-4 against 1e-3 for the nets)."""
+
+    kind: str = "lp_nested"
+    p0: float = 2.1
+    subspaces: list[list[float]] = field(default_factory=lambda: [[2.2, 5]] * 5)
+    learn_exponents: bool = True
+    scale: float = 1.0
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        from priorlab.priors.lp_nested import LpNestedLayout  # its validation, one place
+
+        for i, sub in enumerate(self.subspaces):
+            if len(sub) != 2 or not float(sub[1]).is_integer():
+                raise ParamsError(f"{key}.subspaces[{i}] must be [p_l, n_l] with an integer n_l, got {sub!r}")
+        try:
+            LpNestedLayout.from_params(self.layout())
+        except ValueError as exc:
+            raise ParamsError(f"{key}: {exc}") from None
+        _positive(f"{key}.scale", self.scale)
+
+    def layout(self) -> dict:
+        return {"p0": self.p0, "subspaces": [[p, int(n)] for p, n in self.subspaces]}
+
+
+PRIOR_PARAMS: dict[str, type[PriorParams]] = {"standard_normal": PriorParams, "lp_nested": LpNestedPriorParams}
+"""``kind`` → its parameter class."""
+
+
+@dataclass(frozen=True)
 class ModelParams:
     """A model: prior + encoder family + objective weights.
 
     Model kinds with their own settings subclass this and register in
-    ``MODEL_PARAMS``; a ``models:`` entry is parsed into the class of its ``kind``.
+    ``MODEL_PARAMS``; a ``models:`` entry is parsed into the class of its ``kind``.  ``prior``
+    is used by the kinds whose prior is configurable (``vae``, ``beta_tcvae``); kinds with their
+    own prior (``own_prior``) reject a non-default one.
     """
 
     kind: str
-    beta: float = 1.0  # weight of the KL term (β-VAE; 1 = the ELBO)
+    beta: float = 1.0  # weight of the KL term (β-VAE; 1 = the ELBO; 0 = an autoencoder with noise)
     warm_start: Literal["pretrain", "scratch"] = "pretrain"
     train_steps: int = 0  # joint-training steps of this model (0: train.steps)
+    prior: PriorParams = field(default_factory=PriorParams)
+
+    own_prior: typing.ClassVar[bool] = False
 
     def check(self, key: str) -> None:
         _one_of(f"{key}.kind", self.kind, tuple(MODEL_PARAMS))
-        _positive(f"{key}.beta", self.beta)
+        _non_negative(f"{key}.beta", self.beta)
         _non_negative(f"{key}.train_steps", self.train_steps)
+        self.prior.check(f"{key}.prior")
+        if self.own_prior and self.prior != PriorParams():
+            raise ParamsError(f"{key}.prior: kind {self.kind} has its own prior; remove the prior key")
+
+    def record(self) -> dict:
+        """The settings as recorded with the results (``prior`` only for kinds whose prior it sets)."""
+        out = dataclasses.asdict(self)
+        if self.own_prior:
+            del out["prior"]
+        return out
 
 
 MODEL_PARAMS: dict[str, type[ModelParams]] = {"vae": ModelParams}
@@ -112,6 +239,8 @@ class VSCParams(ModelParams):
     The spike pre-training (λ = 0, eq. 7) is the pipeline's pretrain stage: point
     ``setups.<name>.pretrain_model`` at a ``vsc`` entry.  Ramps count train steps.
     """
+
+    own_prior: typing.ClassVar[bool] = True
 
     alpha: float = 0.01  # prior spike probability α of the sparsity term (eq. 4)
     n_pseudo_inputs: int = 20  # paper D.1 (the released code's examples use 10)
@@ -164,6 +293,8 @@ class FactorialMixtureParams(ModelParams):
     cross-entropy weight ``delta`` for the first ``delta_steps`` train steps (0: all steps).
     """
 
+    own_prior: typing.ClassVar[bool] = True
+
     num_factors: int = 1
     num_components: list[int] = field(default_factory=lambda: [16])
     m0: float = 0.0  # Normal-Gamma / Dirichlet hyperprior (paper: 0, 1, 0.01, 0.01, 1)
@@ -209,6 +340,29 @@ class FactorialMixtureParams(ModelParams):
         return list(self.num_components) * (self.num_factors if len(self.num_components) == 1 else 1)
 
 
+@dataclass(frozen=True)
+class PPCAParams(ModelParams):
+    """Probabilistic PCA fitted by online EM (no pretraining, no optimiser): ``latent_dim`` of the
+    setup components; step ρ_t = (τ0 + t)^−κ rescaled to ρ_1 = 1."""
+
+    own_prior: typing.ClassVar[bool] = True
+
+    warm_start: Literal["pretrain", "scratch"] = "scratch"
+    tau0: float = 10.0
+    kappa: float = 0.7
+    init_scale: float = 0.1
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        if self.warm_start != "scratch":
+            raise ParamsError(f"{key}.warm_start must be scratch for kind ppca (it is fitted by EM from scratch)")
+        _non_negative(f"{key}.tau0", self.tau0)
+        if not 0.5 < self.kappa <= 1.0:
+            raise ParamsError(f"{key}.kappa must be in (0.5, 1], got {self.kappa}")
+        _positive(f"{key}.init_scale", self.init_scale)
+
+
+MODEL_PARAMS["ppca"] = PPCAParams
 MODEL_PARAMS["vsc"] = VSCParams
 MODEL_PARAMS["beta_tcvae"] = BetaTCVAEParams
 MODEL_PARAMS["fmvae"] = FactorialMixtureParams
@@ -339,6 +493,9 @@ class Params:
             run.check(f"runs.{name}")
             _one_of(f"runs.{name}.setup", run.setup, tuple(self.setups))
             _one_of(f"runs.{name}.model", run.model, tuple(self.models))
+            if not self.setups[run.setup].pretraining and self.models[run.model].warm_start != "scratch":
+                raise ParamsError(f"runs.{name}: setup {run.setup!r} has pretraining: false, so model "
+                                  f"{run.model!r} needs warm_start: scratch")
         self.evaluate.check("evaluate")
         groups = sorted({run.group for run in self.runs.values()})
         for group in self.evaluate.group_metrics:
@@ -421,15 +578,22 @@ def _parse(tp, value, key: str):
     raise TypeError(f"unsupported parameter type {tp!r} at {key}")  # programming error
 
 
+TAGGED_UNIONS: dict[type, dict[str, type]] = {
+    ModelParams: MODEL_PARAMS, DatasetParams: DATASET_PARAMS, PriorParams: PRIOR_PARAMS,
+}
+"""Tagged unions on ``kind``: a value typed as a base class here is parsed into the class its
+registry names for the value's ``kind``."""
+
+
 def _parse_dataclass(cls, value, key: str):
     prefix = f"{key}." if key else ""
     if not isinstance(value, dict):
         raise ParamsError(f"{key or 'params'} must be a mapping, got {type(value).__name__}")
-    if cls is ModelParams:  # a tagged union on `kind`
-        kind = value.get("kind")
-        if kind not in MODEL_PARAMS:
-            raise ParamsError(f"{prefix}kind: unknown value {kind!r}; allowed: {', '.join(MODEL_PARAMS)}")
-        cls = MODEL_PARAMS[kind]
+    if cls in TAGGED_UNIONS:
+        kinds, kind = TAGGED_UNIONS[cls], value.get("kind")
+        if not isinstance(kind, str) or kind not in kinds:
+            raise ParamsError(f"{prefix}kind: unknown value {kind!r}; allowed: {', '.join(kinds)}")
+        cls = kinds[kind]
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(value) - set(fields))

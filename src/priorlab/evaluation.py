@@ -19,7 +19,9 @@ import torch
 from priorlab.config import EvaluateParams
 from priorlab.data.base import GroundTruthData
 from priorlab.data.store import Dataset
+from priorlab.metric_registry import METRICS, SampledFactors
 from priorlab.models.estimates import encode_means, evaluate_elbo
+from priorlab.models.protocol import ElboModel, Model
 
 
 def representation_function(model, prepare, batch_size: int = 500, kind: str = "mean", seed: int = 0):
@@ -32,6 +34,8 @@ def representation_function(model, prepare, batch_size: int = 500, kind: str = "
         x = prepare(torch.as_tensor(np.asarray(observations)))
         if kind == "mean":
             return encode_means(model, x, batch_size)
+        if not isinstance(model, ElboModel):
+            raise ValueError(f"evaluate.representation: sample needs a model with a posterior, not {type(model).__name__}")
         state = torch.get_rng_state()
         torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
         try:
@@ -47,60 +51,44 @@ def disentanglement_scores(
     data: GroundTruthData, represent, params: EvaluateParams, random_state: np.random.RandomState,
     wanted: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The metrics ``wanted`` (default ``params.metrics``) of :mod:`priorlab.metrics`, sample sizes from ``params``."""
-    from priorlab import metrics
-
+    """The metrics ``wanted`` (default ``params.metrics``) of :data:`~priorlab.metric_registry.METRICS`
+    that need ground-truth factors, in registry order, on points sampled once from ``data``."""
     wanted = set(params.metrics if wanted is None else wanted)
+    chosen = [m for m in METRICS.values() if m.name in wanted and m.needs <= {"ground_truth"}]
     out: dict[str, Any] = {}
-    if not wanted:
+    if not chosen:
         return out
-    n_train, n_test = params.metric_num_train, params.metric_num_test
-    f_train, x_train = data.sample(n_train, random_state)
-    f_test, x_test = data.sample(n_test, random_state)
-    c_train, c_test = represent(x_train), represent(x_test)
-    if "mig" in wanted:
-        out["mig"] = metrics.mig(c_train, f_train, n_bins=params.n_bins)
-    if "dci" in wanted:
-        dci = metrics.dci(c_train, f_train, c_test, f_test, random_state=random_state, backend=params.dci_backend,
-                          n_jobs=params.n_jobs)
-        out["dci"] = {k: v for k, v in dci.items() if k != "importance_matrix"}
-    if "sap" in wanted:
-        out["sap"] = metrics.sap(c_train, f_train, c_test, f_test)
-    if "modularity" in wanted:
-        out["modularity_explicitness"] = metrics.modularity_explicitness(
-            c_train, f_train, c_test, f_test, n_bins=params.n_bins
-        )
-    if "beta_vae" in wanted:
-        out["beta_vae_score"] = metrics.beta_vae_score(
-            data, represent, random_state, batch_size=params.metric_batch_size, num_train=n_train, num_eval=n_test
-        )
-    if "factor_vae" in wanted:
-        out["factor_vae_score"] = metrics.factor_vae_score(
-            data, represent, random_state, batch_size=params.metric_batch_size, num_train=n_train,
-            num_eval=n_test, num_variance_estimate=n_train,
-        )
+    f_train, x_train = data.sample(params.metric_num_train, random_state)
+    f_test, x_test = data.sample(params.metric_num_test, random_state)
+    sampled = SampledFactors(data, represent, params, random_state, f_train, represent(x_train), f_test,
+                             represent(x_test))
+    for metric in chosen:
+        out.update(metric.compute(sampled))
     return out
 
 
 def evaluate_model(
-    model, dataset: Dataset, data: GroundTruthData | None, params: EvaluateParams, profile: str,
+    model: Model, dataset: Dataset, data: GroundTruthData | None, params: EvaluateParams, profile: str,
     metric_names: list[str] | None = None,
 ) -> dict[str, Any]:
     """All metrics of one model (disentanglement: ``metric_names``, default ``params.metrics``), with
-    the settings and library versions that produced them."""
+    the settings and library versions that produced them.  The ELBO terms and the importance-weighted
+    bound are measured for models with that capability (:class:`~priorlab.models.protocol.ElboModel`)."""
     from priorlab import metrics
 
     metric_names = list(params.metrics if metric_names is None else metric_names)
     torch.manual_seed(params.seed)
     x_test = dataset.prepare(dataset.x("test")[: params.n_eval])
     model.eval()
-    result: dict[str, Any] = {"test": evaluate_elbo(model, x_test, params.iw_samples, params.batch_size)}
+    result: dict[str, Any] = {}
+    if isinstance(model, ElboModel):
+        result["test"] = evaluate_elbo(model, x_test, params.iw_samples, params.batch_size)
     codes = encode_means(model, x_test, params.batch_size)
     result["active_dims"] = metrics.active_dims(codes, params.active_threshold)
     result["latent_dim"] = int(codes.shape[1])
-    extras = getattr(model, "evaluation_extras", None)  # model-kind specific measurements (e.g. paper 001's)
-    if extras is not None:
-        result["model_extras"] = extras(dataset, x_test, params.batch_size)
+    extras = model.evaluation_extras(dataset, x_test, params.batch_size)  # model-kind specific (e.g. paper 001's)
+    if extras:
+        result["model_extras"] = extras
     if data is not None and metric_names:
         rs = np.random.RandomState(params.seed)
         represent = representation_function(model, dataset.prepare, params.batch_size, params.representation,
@@ -119,7 +107,7 @@ def evaluate_model(
         "representation": params.representation,
         "seed": params.seed,
     }
-    if getattr(model, "evaluation_notes", None):  # model-specific caveats on what the numbers mean
+    if model.evaluation_notes:  # model-specific caveats on what the numbers mean
         result["notes"] = model.evaluation_notes
     result["versions"] = {**metrics.versions(), "torch": torch.__version__, "python": platform.python_version()}
     return result

@@ -16,6 +16,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from priorlab.errors import DataError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
@@ -45,7 +47,7 @@ def read_json(path: str | Path) -> Any:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: corrupt JSON ({exc.msg} at line {exc.lineno})") from exc
+        raise DataError(f"{path}: corrupt JSON ({exc.msg} at line {exc.lineno})") from exc
 
 
 def _json_default(obj):
@@ -72,7 +74,7 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
     except Exception as exc:  # zipfile.BadZipFile, ValueError, EOFError, ...
-        raise ValueError(f"{path}: corrupt array file ({exc}); delete it and rerun `dvc repro`") from exc
+        raise DataError(f"{path}: corrupt array file ({exc}); delete it and rerun `dvc repro`") from exc
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -110,7 +112,7 @@ def load_torch(path: str | Path) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:
-        raise ValueError(f"{path}: corrupt checkpoint ({exc})") from exc
+        raise DataError(f"{path}: corrupt checkpoint ({exc})") from exc
 
 
 def save_figure(path: str | Path, fig) -> None:

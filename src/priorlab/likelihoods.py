@@ -1,32 +1,49 @@
 """Observation models p(x | z): the one place reconstruction terms are computed.
 
 A likelihood turns the decoder output into a ``torch.distributions``
-distribution over the whole observation (pixels summed via ``Independent``).
+distribution over the whole observation (features summed via ``Independent``).
+Kinds are registered in :data:`LIKELIHOODS` by name (``setups.<name>.likelihood``);
+a new one is a :class:`Likelihood` subclass plus :func:`register_likelihood`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
 from torch.distributions import Bernoulli, Distribution, Independent, Normal
 
 
-class Likelihood(nn.Module):
-    """Base class: ``params_per_pixel`` decoder maps per observation channel."""
+@dataclass(frozen=True)
+class LikelihoodSpec:
+    """What a likelihood builder may use: the observation shape and the setup's σ settings."""
 
-    params_per_pixel: int = 1
+    obs_shape: tuple[int, ...]
+    obs_std: float = 0.1
+    learn_obs_std: bool = False
+
+
+class Likelihood(nn.Module):
+    """Base class: the decoder emits ``params_per_feature`` values per observed feature
+    (per channel of an image, per entry of a vector)."""
+
+    params_per_feature: int = 1
 
     def distribution(self, decoder_out: torch.Tensor) -> Distribution:
         raise NotImplementedError
 
     def log_prob(self, x: torch.Tensor, decoder_out: torch.Tensor) -> torch.Tensor:
-        """log p(x | z) per observation, summed over pixels: shape ``[batch]``."""
+        """log p(x | z) per observation, summed over features: shape ``[batch]``."""
         return self.distribution(decoder_out).log_prob(x)
 
     def mean(self, decoder_out: torch.Tensor) -> torch.Tensor:
         return self.distribution(decoder_out).mean
+
+    def bind_data(self, x_train: torch.Tensor) -> None:
+        """Data-dependent settings from the prepared training observations (none by default)."""
 
 
 class BernoulliLikelihood(Likelihood):
@@ -42,7 +59,7 @@ class BernoulliLikelihood(Likelihood):
 
 
 class GaussianLikelihood(Likelihood):
-    """N(x; mean(z), σ²) with σ fixed, or learned (one σ per pixel, shared over data)."""
+    """N(x; mean(z), σ²) with σ fixed, or learned (one σ per feature, shared over data)."""
 
     def __init__(self, obs_shape: tuple[int, ...], std: float = 0.1, learn_std: bool = False):
         super().__init__()
@@ -57,9 +74,117 @@ class GaussianLikelihood(Likelihood):
         return Independent(Normal(decoder_out, scale), decoder_out.dim() - 1)
 
 
+LIKELIHOODS: dict[str, Callable[[LikelihoodSpec], Likelihood]] = {}
+"""Likelihood name → builder from a :class:`LikelihoodSpec`."""
+
+
+def register_likelihood(name: str, builder: Callable[[LikelihoodSpec], Likelihood]) -> None:
+    if name in LIKELIHOODS:
+        raise ValueError(f"likelihood {name!r} is registered already")
+    LIKELIHOODS[name] = builder
+
+
+register_likelihood("bernoulli", lambda spec: BernoulliLikelihood())
+register_likelihood("gaussian", lambda spec: GaussianLikelihood(spec.obs_shape, spec.obs_std, spec.learn_obs_std))
+
+
 def build_likelihood(kind: str, obs_shape, std: float = 0.1, learn_std: bool = False) -> Likelihood:
-    if kind == "bernoulli":
-        return BernoulliLikelihood()
-    if kind == "gaussian":
-        return GaussianLikelihood(obs_shape, std, learn_std)
-    raise ValueError(f"unknown likelihood {kind!r}; allowed: bernoulli, gaussian")
+    try:
+        builder = LIKELIHOODS[kind]
+    except KeyError:
+        raise ValueError(f"unknown likelihood {kind!r}; allowed: {', '.join(LIKELIHOODS)}") from None
+    return builder(LikelihoodSpec(tuple(obs_shape), std, learn_std))
+
+
+# --- sparse VAE (paper 003) observation models --------------------------------------------------
+
+class MultinomialLikelihood(Likelihood):
+    """Counts over G features: p(x | z) = Multinomial(n = Σ_j x_j, softmax(decoder_out)).
+
+    ``log_prob`` includes the multinomial coefficient log n! − Σ_j log x_j!, per row (each row may
+    have its own total n). ``mean`` returns the probabilities softmax(decoder_out) — the expected
+    share of each feature, since the total count of a row is not known from the code alone; use
+    :meth:`expected_counts` for n · p. ``distribution`` is the Multinomial with a single total count
+    (default 1: one draw, mean = probabilities). The paper's encoder sees row-normalised counts;
+    that is the model's business, not the likelihood's.
+    """
+
+    def distribution(self, decoder_out: torch.Tensor, total_count: int = 1) -> Distribution:
+        from torch.distributions import Multinomial
+
+        return Multinomial(total_count=int(total_count), logits=decoder_out, validate_args=False)
+
+    def log_prob(self, x: torch.Tensor, decoder_out: torch.Tensor) -> torch.Tensor:
+        if x.shape != decoder_out.shape or x.dim() != 2:
+            raise ValueError(f"x and decoder_out must both be [batch, G], got {tuple(x.shape)} and {tuple(decoder_out.shape)}")
+        x = x.to(decoder_out.dtype)
+        log_p = torch.log_softmax(decoder_out, dim=-1)
+        weighted = torch.where(x > 0, x * log_p, torch.zeros_like(log_p)).sum(-1)  # 0·log 0 = 0
+        log_coef = torch.lgamma(x.sum(-1) + 1) - torch.lgamma(x + 1).sum(-1)
+        return log_coef + weighted
+
+    def mean(self, decoder_out: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(decoder_out, dim=-1)
+
+    def expected_counts(self, x: torch.Tensor, decoder_out: torch.Tensor) -> torch.Tensor:
+        """n_i · p_ij with n_i the total count of row i of ``x``."""
+        return x.sum(-1, keepdim=True).to(decoder_out.dtype) * self.mean(decoder_out)
+
+
+class InverseGammaGaussianLikelihood(Likelihood):
+    """N(x_j; mean_j(z), σ_j²) with σ_j² ~ Inverse-Gamma(ν/2, νξ/2) (paper 003, eq. 60, App. C.2).
+
+    σ_j² (buffer ``sigma2``, one per feature) is a MAP point estimate, not a gradient parameter:
+    :meth:`bind_data` calibrates ξ (the 5 % quantile of the per-feature sample variances is the
+    prior's 90 % quantile) and initialises σ_j² to the sample variances (as the authors);
+    :meth:`map_update` sets σ_j² = (νξ + Σ_i r_ij²) / (ν + n + 2) from residuals r = x − mean of the
+    n rows given (pass the whole training set, or a batch for a stochastic version).
+    """
+
+    def __init__(self, obs_shape: tuple[int, ...], nu: float = 3.0, init_std: float = 1.0,
+                 sample_quantile: float = 0.05, prior_quantile: float = 0.9):
+        super().__init__()
+        if not (nu > 0 and init_std > 0):
+            raise ValueError(f"nu and init_std must be positive, got {nu}, {init_std}")
+        self.nu = float(nu)
+        self.sample_quantile, self.prior_quantile = float(sample_quantile), float(prior_quantile)
+        self.register_buffer("sigma2", torch.full(tuple(obs_shape), float(init_std) ** 2))
+        self.register_buffer("xi", torch.tensor(float("nan")))  # set by bind_data
+
+    def distribution(self, decoder_out: torch.Tensor) -> Distribution:
+        scale = self.sigma2.sqrt().to(decoder_out.dtype).expand_as(decoder_out)
+        return Independent(Normal(decoder_out, scale), decoder_out.dim() - 1)
+
+    def bind_data(self, x_train: torch.Tensor) -> None:
+        from priorlab.models.sparse_vae import calibrate_inverse_gamma_scale
+
+        x = x_train.detach().double().reshape(x_train.shape[0], *self.sigma2.shape)
+        self.xi.fill_(calibrate_inverse_gamma_scale(x.reshape(x.shape[0], -1), self.nu,
+                                                    self.sample_quantile, self.prior_quantile))
+        var = x.var(dim=0, unbiased=True).clamp_min(1e-6)
+        self.sigma2.copy_(var.to(self.sigma2.dtype))
+
+    @torch.no_grad()
+    def map_update(self, x: torch.Tensor, decoder_mean: torch.Tensor) -> torch.Tensor:
+        """Closed-form MAP of every σ_j² given the residuals of the rows of ``x``; returns σ²."""
+        from priorlab.models.sparse_vae import inverse_gamma_map_variance
+
+        if not torch.isfinite(self.xi):
+            raise ValueError("InverseGammaGaussianLikelihood.map_update needs ξ: call bind_data(x_train) first")
+        if x.shape != decoder_mean.shape or tuple(x.shape[1:]) != tuple(self.sigma2.shape):
+            raise ValueError(f"x and decoder_mean must both be [n, {', '.join(map(str, self.sigma2.shape))}], "
+                             f"got {tuple(x.shape)} and {tuple(decoder_mean.shape)}")
+        resid = (x.double() - decoder_mean.detach().double())
+        self.sigma2.copy_(inverse_gamma_map_variance(resid, self.nu, float(self.xi), dim=0).to(self.sigma2.dtype))
+        return self.sigma2
+
+
+def _build_gaussian_ig(spec: LikelihoodSpec) -> Likelihood:
+    if spec.learn_obs_std:
+        raise ValueError("likelihood 'gaussian_ig' updates σ_j in closed form (map_update); "
+                         "set learn_obs_std: false")
+    return InverseGammaGaussianLikelihood(spec.obs_shape, init_std=spec.obs_std)
+
+
+register_likelihood("multinomial", lambda spec: MultinomialLikelihood())
+register_likelihood("gaussian_ig", _build_gaussian_ig)

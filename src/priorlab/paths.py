@@ -42,5 +42,11 @@ def figures_dir(run: str) -> Path:
     return REPORTS / "figures" / run
 
 
+def experiment_dir(name: str) -> Path:
+    """Report folder of the experiment stage ``name`` (stage, module ``priorlab.experiments.<name>``
+    and folder share the name); its ``summary.json`` is gathered by the report."""
+    return REPORTS / name
+
+
 def checkpoint_file(phase: str, run: str) -> Path:
     return CHECKPOINTS / phase / f"{run}.pt"

@@ -8,6 +8,7 @@ its own outputs atomically.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -17,10 +18,11 @@ import numpy as np
 import torch
 
 from priorlab import paths
-from priorlab.config import ModelParams, OptimParams, Params
+from priorlab.config import ModelParams, OptimParams, Params, ParamsError
 from priorlab.data.store import Dataset, build_arrays, ground_truth, load_dataset, write_dataset
 from priorlab.io import load_torch, read_json, save_torch, write_json
-from priorlab.models import VAE, build_model
+from priorlab.models import build_model
+from priorlab.models.protocol import Model
 from priorlab.train import fit
 
 
@@ -28,7 +30,7 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device: cuda requested but no CUDA device is available (use device: auto or cpu)")
+        raise ParamsError("device: cuda requested but no CUDA device is available (use device: auto or cpu)")
     return torch.device(name)
 
 
@@ -44,7 +46,7 @@ def _run_parts(params: Params, run: str) -> tuple[str, str, int]:
 
 
 def _asdict(obj) -> dict:
-    return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+    return dataclasses.asdict(obj)
 
 
 # --------------------------------------------------------------------------- data
@@ -64,16 +66,16 @@ def load_setup_data(params: Params, setup: str) -> Dataset:
 # --------------------------------------------------------------------------- models on disk
 
 
-def _new_model(params: Params, setup: str, model: ModelParams, obs_shape, seed: int) -> VAE:
+def _new_model(params: Params, setup: str, model: ModelParams, obs_shape, seed: int) -> Model:
     torch.manual_seed(seed)  # weight initialisation
     return build_model(params.setup(setup), model, obs_shape)
 
 
-def save_model(path: Path, model: VAE, meta: dict) -> None:
+def save_model(path: Path, model: Model, meta: dict) -> None:
     save_torch(path, {"state_dict": model.state_dict(), "meta": meta})
 
 
-def load_model(params: Params, setup: str, model_name: str, path: Path, obs_shape) -> tuple[VAE, dict]:
+def load_model(params: Params, setup: str, model_name: str, path: Path, obs_shape) -> tuple[Model, dict]:
     blob = load_torch(path)
     spec = pretrain_spec(params, setup) if model_name == "pretrain" else params.model(model_name)
     model = build_model(params.setup(setup), spec, obs_shape)
@@ -82,25 +84,15 @@ def load_model(params: Params, setup: str, model_name: str, path: Path, obs_shap
     return model, blob["meta"]
 
 
-def training_inputs(model: VAE, data: Dataset):
-    """(stored training rows, prepare) for the trainer; a model that needs more per batch than the
-    images (labels for semi-supervision, paper 001 sec. 2.5) provides ``training_inputs(data)``."""
-    hook = getattr(model, "training_inputs", None)
-    return hook(data) if hook is not None else (data.x("train"), data.prepare)
-
-
-def _fit_phase(params: Params, model: VAE, data: Dataset, opt: OptimParams, phase: str, run: str, fp: str) -> dict:
-    if hasattr(model, "set_dataset_size"):  # aggregate-posterior estimators (β-TCVAE) need N
-        model.set_dataset_size(len(data.x("train")))
-    x_train, prepare = training_inputs(model, data)
+def _fit_phase(params: Params, model: Model, data: Dataset, opt: OptimParams, phase: str, run: str, fp: str) -> dict:
+    model.bind_data(data)
     result = fit(
         model,
-        x_train,
+        model.training_set(data),
         opt,
         checkpoint=paths.checkpoint_file(phase, run),
         live_dir=paths.live_dir(phase, run),
         fingerprint=fp,
-        prepare=prepare,
         device=resolve_device(params.device),
         desc=phase,
     )
@@ -117,8 +109,17 @@ def pretrain_spec(params: Params, setup: str) -> ModelParams:
 
 
 def run_pretrain(params: Params, setup: str) -> dict:
-    """``pretrain@<setup>``: the setup's nets under the N(0, I) prior (paper 001, §2.4)."""
+    """``pretrain@<setup>``: the setup's nets under the N(0, I) prior (paper 001, §2.4).
+
+    A setup with ``pretraining: false`` trains nothing: the stage records that, and its runs
+    start from scratch (``warm_start: scratch``, checked when the params are read).
+    """
     data = load_setup_data(params, setup)
+    if not params.setup(setup).pretraining:
+        meta = {"phase": "pretrain", "setup": setup, "skipped": True, "data_sha256": data.manifest["sha256"]}
+        write_json(paths.pretrain_dir(setup) / "meta.json", meta)
+        write_json(paths.live_dir("pretrain", setup) / "skipped.json", meta)  # the stage's curves output
+        return meta
     opt = params.pretrain
     spec = pretrain_spec(params, setup)
     fp = fingerprint("pretrain", _asdict(params.setup(setup)), _asdict(spec), _asdict(opt), data.manifest["sha256"])
@@ -150,14 +151,13 @@ def run_prior_init(params: Params, run: str) -> dict:
         try:
             model.load_pretrained(pre["state_dict"])
         except ValueError as exc:
-            raise ValueError(f"setup {setup!r}, model {model_name!r}: {exc}") from None
+            raise ParamsError(f"setup {setup!r}, model {model_name!r}: {exc}") from None
     model.set_phase("prior_init")
     for p in model.parameters():
         p.requires_grad_(False)
     generator = torch.Generator().manual_seed(params.train.seed + seed)
-    x_train, prepare = training_inputs(model, data)
-    batches = (prepare(x_train[i : i + 500]) for i in range(0, len(x_train), 500))
-    init_logs = model.init_prior(batches, generator)
+    model.bind_data(data)
+    init_logs = model.init_prior(model.training_set(data), generator)
     for p in model.parameters():
         p.requires_grad_(True)
     meta = {
@@ -210,7 +210,7 @@ def run_evaluate(params: Params, run: str) -> dict:
         metric_names=params.evaluate.metrics_for(params.run(run).group),
     )
     result = {"run": run, "group": params.run(run).group, "setup": setup, "model": model_name, "seed": seed,
-              "model_params": _asdict(params.model(model_name)), "setup_params": _asdict(s), **result}
+              "model_params": params.model(model_name).record(), "setup_params": _asdict(s), **result}
     write_json(paths.metrics_file(run), result)
     return result
 
@@ -219,26 +219,21 @@ def run_evaluate(params: Params, run: str) -> dict:
 
 
 def run_figures(params: Params, run: str) -> list[Path]:
-    """``figures@<run>``: training curves, reconstructions and latent traversals."""
-    from priorlab.plots import curves, reconstructions, traversals
+    """``figures@<run>``: the figures of :data:`priorlab.plots.registry.RUN_FIGURES` that apply to the
+    run's observation kind and model (training curves always; reconstructions and traversals of images)."""
+    from priorlab.plots.registry import RUN_FIGURES, RunFigureInputs
 
     setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
     model, _ = load_model(params, setup, model_name, paths.train_dir(run) / "model.pt", data.obs_shape)
     fp = params.figures
     out = paths.figures_dir(run)
-    x = data.prepare(data.x("test")[: fp.n_reconstructions])
-    written = [
-        curves.plot_training_curves(
-            [paths.live_dir("pretrain", setup), paths.live_dir("train", run)], out / "curves.png", title=run
-        ),
-        reconstructions.plot_reconstructions(model, x, out / "reconstructions.png", title=run),
-        traversals.plot_traversals(
-            model, x, out / "traversals.png", steps=fp.traversal_steps, span=fp.traversal_range,
-            max_dims=fp.max_traversal_dims, title=run,
-        ),
-    ]
-    return written
+    live = [paths.live_dir("train", run)]
+    if params.setup(setup).pretraining:
+        live.insert(0, paths.live_dir("pretrain", setup))
+    inputs = RunFigureInputs(model, data.prepare(data.x("test")[: fp.n_reconstructions]), live, fp, run)
+    return [fig.draw(inputs, out / f"{fig.name}.png") for fig in RUN_FIGURES
+            if fig.applies(model, data.observation_kind)]
 
 
 def run_report(params: Params) -> Path:

@@ -9,22 +9,10 @@ import pandas as pd
 
 from priorlab.config import Params
 from priorlab.io import atomic_path
+from priorlab.metric_registry import report_columns
 
-COLUMNS = {
-    "test.elbo": "test ELBO",
-    "test.log_lik": "E log p(x|z)",
-    "test.kl": "KL",
-    "test.iw_log_likelihood": "log p(x) (IW)",
-    "active_dims": "active dims",
-    "disentanglement.mig": "MIG",
-    "disentanglement.dci.disentanglement": "DCI D",
-    "disentanglement.dci.completeness": "DCI C",
-    "disentanglement.dci.informativeness_test": "DCI I",
-    "disentanglement.sap": "SAP",
-    "disentanglement.modularity_explicitness.modularity": "modularity",
-    "disentanglement.beta_vae_score.eval_accuracy": "β-VAE score",
-    "disentanglement.factor_vae_score.eval_accuracy": "FactorVAE score",
-}
+COLUMNS = report_columns()
+"""Dotted metrics-file key → column title (:mod:`priorlab.metric_registry`)."""
 
 
 def results_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
@@ -33,7 +21,7 @@ def results_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
     for r in results:
         flat = pd.json_normalize(r, sep=".").iloc[0].to_dict()
         row = {"group": r.get("group", ""), "setup": r["setup"], "model": r["model"],
-               "β": r["model_params"]["beta"], "seed": r["seed"]}
+               "β": r["model_params"].get("beta"), "seed": r["seed"]}
         row.update({label: flat.get(key) for key, label in COLUMNS.items() if key in flat})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -43,7 +31,7 @@ def summary_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean ± std over seeds for every (setup, model)."""
     keys = ["group", "setup", "model", "β"]
     metrics = [c for c in frame.columns if c not in (*keys, "seed") and frame[c].notna().any()]
-    grouped = frame.groupby(keys, sort=False)
+    grouped = frame.groupby(keys, sort=False, dropna=False)
     mean, std, n = grouped[metrics].mean(), grouped[metrics].std(ddof=1), grouped.size()
     out = mean.copy().astype(object)
     for c in metrics:
@@ -75,26 +63,27 @@ def settings_frame(params: Params) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", "value"])
 
 
-EXPERIMENT_SUMMARIES = {
-    "sparse_coding/results.json": "Variational Sparse Coding (paper 002)",
-    "fmvae/summary.json": "Factorial mixture prior VAE (paper 001)",
-}
-"""Experiment-stage summaries (relative to the report) whose ``claims`` the report gathers."""
+def experiment_summaries(root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """``(name, summary)`` of every experiment summary ``root/<name>/summary.json`` that states a
+    ``title`` and its ``claims``, ordered by the paper number it states (none last), then name."""
+    from priorlab.io import read_json
+
+    found = []
+    for f in sorted(Path(root).glob("*/summary.json")):
+        summary = read_json(f)
+        if isinstance(summary, dict) and "title" in summary and "claims" in summary:
+            found.append((f.parent.name, summary))
+    return sorted(found, key=lambda item: (item[1].get("paper") is None, str(item[1].get("paper", "")), item[0]))
 
 
 def claims_section(root: Path) -> list[str]:
-    """The paper claims of every experiment summary present under ``root``, one table per paper."""
+    """The paper claims of every experiment summary under ``root``, one table per experiment."""
     from priorlab.experiments.claims import claims_table
-    from priorlab.io import read_json
 
     lines = []
-    for rel, title in EXPERIMENT_SUMMARIES.items():
-        f = root / rel
-        if not f.is_file():
-            continue
-        claims = read_json(f).get("claims", [])
-        lines += [f"### {title}", "", f"Details, figures and definitions: [{Path(rel).parent}/README.md]"
-                  f"({Path(rel).parent}/README.md).", "", *(claims_table(claims) or ["_no claim tested._"]), ""]
+    for name, summary in experiment_summaries(root):
+        lines += [f"### {summary['title']}", "", f"Details, figures and definitions: [{name}/README.md]"
+                  f"({name}/README.md).", "", *(claims_table(summary["claims"]) or ["_no claim tested._"]), ""]
     if not lines:
         return []
     return ["## Paper claims", "",
@@ -135,9 +124,9 @@ def write_report(params: Params, results: list[dict[str, Any]], path: str | Path
     ]
     for r in results:
         run = r["run"]
-        lines.append(f"- `{run}`: [curves](figures/{run}/curves.png), "
-                     f"[reconstructions](figures/{run}/reconstructions.png), "
-                     f"[traversals](figures/{run}/traversals.png)")
+        figures = sorted((path.parent / "figures" / run).glob("*.png"))
+        links = ", ".join(f"[{f.stem}](figures/{run}/{f.name})" for f in figures) or "none"
+        lines.append(f"- `{run}`: {links}")
     lines += ["", "Library versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())), ""]
     with atomic_path(path, suffix=".md") as tmp:
         tmp.write_text("\n".join(lines))

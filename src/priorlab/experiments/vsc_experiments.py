@@ -21,11 +21,11 @@ Definitions (all on the posterior mean, the framework's representation):
   Latents that are inactive on the test set (Var_x of the code ≤ ``evaluate.active_threshold``, the
   active-dims criterion) are zero columns: Pearson correlation is scale-free, so a VSC latent whose
   spike is off (codes γμ of order 1e-10) would otherwise still count as correlated.
-* presence-aware MIG / DCI: 22 factors = 4 presence flags (scored on all points) + 18 binned
-  sources, source ``j`` scored only on the points where its group is present (its value has no
-  effect on the image otherwise).  MIG: per-factor gap on that subset, averaged; DCI: one
-  classifier per factor on its subset, importance matrix [D, 22], D and C as usual,
-  informativeness the mean test accuracy.
+* presence-aware MIG / DCI (:mod:`priorlab.metrics.presence`): 22 factors = 4 presence flags
+  (scored on all points) + 18 binned sources, source ``j`` scored only on the points where its
+  group is present (its value has no effect on the image otherwise).  MIG: per-factor gap on that
+  subset, averaged; DCI: one classifier per factor on its subset, importance matrix [D, 22], D and
+  C as usual, informativeness the mean test accuracy.
 """
 
 from __future__ import annotations
@@ -40,12 +40,16 @@ import torch
 from priorlab import metrics, paths
 from priorlab.config import Params
 from priorlab.experiments.claims import Claim, claims_table, fmt, md_table, monotone
+from priorlab.experiments.runs import encode, group_runs, in_batches, load_trained
 from priorlab.io import atomic_path, write_json
+from priorlab.models.vsc import VSC
 
+NAME = "vsc_experiments"  # stage, module and report folder
+TITLE, PAPER = "Variational Sparse Coding (paper 002)", "002"
 SMILEY_GROUP, ELBO_GROUP = "vsc_smiley", "vsc_elbo"
 REFERENCE_ENV = "PRIORLAB_SMILEY_TEST_MAT"
 CORR_THRESHOLD = 0.07
-OUT_DIR = paths.REPORTS / "sparse_coding"
+OUT_DIR = paths.experiment_dir(NAME)
 FASHION_CLASSES = ("T-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot")
 
 
@@ -57,48 +61,6 @@ def source_signals(presence: np.ndarray, sources: np.ndarray) -> np.ndarray:
     from priorlab.data.smiley import source_presence
 
     return source_presence(np.asarray(presence, dtype=bool)) * np.asarray(sources, dtype=np.float64)
-
-
-def presence_aware_factors(presence: np.ndarray, source_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Factors ``[N, 22]`` (4 flags, 18 bins) and the mask ``[N, 22]`` of points each is scored on."""
-    from priorlab.data.smiley import source_presence
-
-    p = np.asarray(presence, dtype=bool)
-    bins = np.asarray(source_bins)
-    if p.ndim != 2 or p.shape[1] != 4 or bins.shape != (p.shape[0], 18):
-        raise ValueError(f"need presence [N, 4] and source_bins [N, 18], got {p.shape}, {bins.shape}")
-    factors = np.concatenate([p.astype(np.int64), bins.astype(np.int64)], axis=1)
-    mask = np.concatenate([np.ones_like(p), source_presence(p)], axis=1)
-    return factors, mask
-
-
-def presence_aware_mig(codes: np.ndarray, factors: np.ndarray, mask: np.ndarray, n_bins: int = 20) -> dict:
-    """Mean over factors of the MIG gap, factor ``k`` scored on the points ``mask[:, k]``."""
-    per = []
-    for k in range(factors.shape[1]):
-        m = mask[:, k]
-        per.append(metrics.mig(codes[m], factors[m][:, [k]], n_bins=n_bins, details=True)["per_factor"][0])
-    per = np.asarray(per, dtype=np.float64)
-    return {"mig": float(per.mean()), "per_factor": per.tolist()}
-
-
-def presence_aware_dci(codes_train, factors_train, mask_train, codes_test, factors_test, mask_test,
-                       random_state: int = 0, backend: str = "hist", n_jobs: int = 1) -> dict:
-    """DCI with one classifier per factor trained / tested on the points where it is scored
-    (``n_jobs`` factors in parallel processes)."""
-    from joblib import Parallel, delayed
-
-    from priorlab.metrics.dci import completeness, disentanglement, importance_matrix
-
-    args = [(codes_train[mask_train[:, k]], factors_train[mask_train[:, k]][:, [k]], codes_test[mask_test[:, k]],
-             factors_test[mask_test[:, k]][:, [k]], random_state + k, backend) for k in range(factors_train.shape[1])]
-    if n_jobs == 1:
-        fits = [importance_matrix(*a) for a in args]
-    else:
-        fits = Parallel(n_jobs=n_jobs)(delayed(importance_matrix)(*a) for a in args)
-    r = np.stack([imp[:, 0] for imp, _, _ in fits], axis=1)
-    return {"disentanglement": disentanglement(r), "completeness": completeness(r),
-            "informativeness_test": float(np.mean([test_acc for _, _, test_acc in fits])), "backend": backend}
 
 
 def block_purity(corr: np.ndarray, assignment: np.ndarray, threshold: float = CORR_THRESHOLD) -> float:
@@ -128,7 +90,7 @@ def smiley_scores(codes: np.ndarray, presence: np.ndarray, sources: np.ndarray, 
     corr = metrics.correlation_matrix(codes, source_signals(presence, sources))
     corr[:, codes.var(0) <= active_threshold] = 0.0  # unused latents are zero columns (fig. 3)
     ordered = metrics.order_latents_by_source(corr, CORR_THRESHOLD)
-    factors, mask = presence_aware_factors(presence, SmileyData().discretise_sources(sources))
+    factors, mask = metrics.presence_aware_factors(presence, SmileyData().discretise_sources(sources))
     n = len(codes) if max_points is None else min(len(codes), max_points)
     codes, factors, mask = codes[:n], factors[:n], mask[:n]
     half = n // 2
@@ -140,32 +102,13 @@ def smiley_scores(codes: np.ndarray, presence: np.ndarray, sources: np.ndarray, 
         "block_purity": block_purity(corr, ordered["assignment"]),
         "used_latents": int((ordered["assignment"] >= 0).sum()),
         "active_dims": metrics.active_dims(codes, active_threshold),
-        "mig": presence_aware_mig(codes, factors, mask, n_bins)["mig"] if "mig" in wanted else float("nan"),
-        "dci": presence_aware_dci(codes[:half], factors[:half], mask[:half], codes[half:], factors[half:],
-                                  mask[half:], seed, dci_backend, n_jobs) if "dci" in wanted else nan_dci,
+        "mig": metrics.presence_aware_mig(codes, factors, mask, n_bins)["mig"] if "mig" in wanted else float("nan"),
+        "dci": metrics.presence_aware_dci(codes[:half], factors[:half], mask[:half], codes[half:], factors[half:],
+                                          mask[half:], seed, dci_backend, n_jobs) if "dci" in wanted else nan_dci,
     }
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def _runs(params: Params, group: str) -> list[str]:
-    return [r for r, spec in params.runs.items() if spec.group == group
-            and (paths.train_dir(r) / "model.pt").is_file()]
-
-
-def _load(params: Params, run: str):
-    from priorlab.pipeline import load_model, load_setup_data
-
-    r = params.run(run)
-    data = load_setup_data(params, r.setup)
-    model, _ = load_model(params, r.setup, r.model, paths.train_dir(run) / "model.pt", data.obs_shape)
-    return model, data
-
-
-@torch.no_grad()
-def _encode(model, x: torch.Tensor, batch: int = 500) -> np.ndarray:
-    return torch.cat([model.represent(x[s : s + batch]) for s in range(0, len(x), batch)]).double().numpy()
+# --------------------------------------------------------------------------- experiments
 
 
 def _label(params: Params, run: str) -> str:
@@ -177,9 +120,6 @@ def _label(params: Params, run: str) -> str:
     return f"β-VAE β={spec.beta:g}"
 
 
-# --------------------------------------------------------------------------- experiments
-
-
 def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     """Fig. 3 / 9: correlation matrices and scores of every ``vsc_smiley`` run on the test sets."""
     import matplotlib
@@ -189,7 +129,7 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
 
     from priorlab.io import save_figure
 
-    runs = _runs(params, SMILEY_GROUP)
+    runs = group_runs(params, SMILEY_GROUP, trained=True)
     if not runs:
         return [], {}
     ev = params.evaluate
@@ -205,13 +145,13 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
                     f"({'not found: ' + ref_path if ref_path else 'unset'})")
     results: dict[str, dict] = {}
     for run in runs:
-        model, data = _load(params, run)
+        model, data = load_trained(params, run)
         sets = {"fresh": (data.arrays["x_test"][:, 0], data.arrays["presence_test"].astype(bool),
                           data.arrays["sources_test"]), **test_sets}
         spec = params.run(run)
         results[run] = {"label": _label(params, run), "latent_dim": params.setup(spec.setup).latent_dim,
                         "model": spec.model, "seed": spec.seed}
-        if hasattr(model, "spike_probabilities"):
+        if isinstance(model, VSC):
             results[run]["spikes"] = spike_statistics(
                 spike_probabilities(model, data.prepare(torch.as_tensor(sets["fresh"][0][:, None]))))
         for name, (images, presence, sources) in sets.items():
@@ -219,7 +159,7 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
             # presence-aware DCI (22 classifiers) on the fresh split only: on the authors' set the
             # correlation summaries and MIG (the paper's figure is a correlation matrix)
             wanted = tuple(m for m in ev.metrics if name == "fresh" or m != "dci")
-            results[run][name] = smiley_scores(_encode(model, x), presence, sources, ev.n_bins,
+            results[run][name] = smiley_scores(encode(model, x), presence, sources, ev.n_bins,
                                                ev.active_threshold, ev.dci_backend, ev.seed, wanted,
                                                2 * ev.metric_num_test, ev.n_jobs)
     # β of the β-VAE per latent size: best correlation contrast on the fresh set (paper D.2)
@@ -291,7 +231,7 @@ def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
 
     from priorlab.io import read_json, save_figure
 
-    runs = [r for r in _runs(params, ELBO_GROUP) if paths.metrics_file(r).is_file()]
+    runs = [r for r in group_runs(params, ELBO_GROUP, trained=True) if paths.metrics_file(r).is_file()]
     if not runs:
         return [], {}
     table: dict[tuple[str, float], list[float]] = {}
@@ -323,10 +263,9 @@ def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     return lines, {"rows": [dict(zip(("model", "value", "seeds", "mean", "std"), r)) for r in rows]}
 
 
-@torch.no_grad()
-def spike_probabilities(model, x: torch.Tensor, batch: int = 500) -> np.ndarray:
+def spike_probabilities(model: VSC, x: torch.Tensor, batch: int = 500) -> np.ndarray:
     """γ(x) of the recognition model, ``[N, J]``."""
-    return torch.cat([model.spike_probabilities(x[s : s + batch]) for s in range(0, len(x), batch)]).double().numpy()
+    return in_batches(model.spike_probabilities, x, batch)
 
 
 def class_activations(gamma: np.ndarray, labels: np.ndarray, n_classes: int = 10) -> np.ndarray:
@@ -373,11 +312,12 @@ def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     from priorlab.io import save_figure
     from priorlab.plots.images import to_grid
 
-    vsc_runs = [r for r in _runs(params, ELBO_GROUP) if params.models[params.run(r).model].kind == "vsc"]
+    vsc_runs = [r for r in group_runs(params, ELBO_GROUP, trained=True)
+                if params.models[params.run(r).model].kind == "vsc"]
     if not vsc_runs:
         return [], {}
     run = min(vsc_runs, key=lambda r: (params.models[params.run(r).model].alpha, params.run(r).seed))
-    model, data = _load(params, run)
+    model, data = load_trained(params, run)
     labels = data.labels("test")
     x = data.prepare(data.x("test"))
     gamma = spike_probabilities(model, x)
@@ -534,14 +474,15 @@ def vsc_claims(smiley: dict, elbo: dict, fashion: dict) -> list[Claim]:
     return claims
 
 
-def run_sparse_coding(params: Params) -> Path:
-    """``sparse_coding`` stage: every VSC experiment whose runs exist; writes ``reports/sparse_coding``."""
+def run_vsc_experiments(params: Params) -> Path:
+    """``vsc_experiments`` stage: every VSC experiment whose runs exist; writes ``reports/vsc_experiments``
+    (``README.md``, figures and ``summary.json`` with the title and claims the report gathers)."""
     out = OUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# Variational Sparse Coding experiments", "",
-             "Generated by the `sparse_coding` stage (`priorlab.experiments.sparse_coding`); definitions of every "
+             f"Generated by the `{NAME}` stage (`priorlab.experiments.{NAME}`); definitions of every "
              "score are in that module's docstring.", ""]
-    results: dict[str, Any] = {"profile": params.profile}
+    results: dict[str, Any] = {"title": TITLE, "paper": PAPER, "profile": params.profile}
     for name, fn in (("smiley", smiley_experiment), ("elbo", elbo_experiment), ("fashion", fashion_experiment)):
         part_lines, part = fn(params, out)
         if not part_lines:
@@ -553,7 +494,7 @@ def run_sparse_coding(params: Params) -> Path:
     lines[4:4] = ["## Paper claims at this profile's scale", "",
                   *(claims_table(claims) or ["_no claim could be tested: the profile has no runs of these groups._"]),
                   ""]
-    write_json(out / "results.json", results)
+    write_json(out / "summary.json", results)
     path = out / "README.md"
     with atomic_path(path, suffix=".md") as tmp:
         tmp.write_text("\n".join(lines))

@@ -16,6 +16,7 @@ from .discretise import discretise, factor_entropy, mutual_information
 from .factor_vae import factor_vae_score
 from .mig import mig
 from .modularity import modularity, modularity_explicitness
+from .presence import presence_aware_dci, presence_aware_factors, presence_aware_mig
 from .probe import probe_accuracy
 from .ranking import ndcg_at_k, recall_at_k
 from .sap import sap, sap_score_matrix
@@ -35,6 +36,7 @@ __all__ = [
     "active_dims", "beta_vae_score", "cluster_accuracy", "completeness", "correlation_contrast",
     "correlation_matrix", "dci", "discretise", "disentanglement", "factor_entropy", "factor_vae_score",
     "importance_matrix", "mig", "modularity", "modularity_explicitness", "mutual_information",
-    "ndcg_at_k", "order_latents_by_source", "probe_accuracy", "recall_at_k", "sap", "sap_score_matrix",
+    "ndcg_at_k", "order_latents_by_source", "presence_aware_dci", "presence_aware_factors", "presence_aware_mig",
+    "probe_accuracy", "recall_at_k", "sap", "sap_score_matrix",
     "support_f1", "versions",
 ]

@@ -1,7 +1,8 @@
-"""Models: one ``VAE`` class assembled from nets, an encoder family, a prior and a likelihood.
+"""Models: every kind implements the protocol of :mod:`priorlab.models.protocol`.
 
-:func:`build_model` is the single constructor the stages use; new model kinds
-register a builder in ``MODEL_BUILDERS``.
+The VAE family is one ``VAE`` class assembled from nets, an encoder family, a
+prior and a likelihood.  :func:`build_model` is the single constructor the
+stages use; new model kinds register a builder in ``MODEL_BUILDERS``.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from typing import Callable
 from priorlab.config import ModelParams, SetupParams
 from priorlab.likelihoods import build_likelihood
 from priorlab.models.posterior import GaussianPosterior
+from priorlab.models.protocol import Model
 from priorlab.models.vae import VAE
 from priorlab.nets import build_decoder, build_encoder
-from priorlab.priors import StandardNormalPrior
+from priorlab.priors import build_prior
 
 
 def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: int):
@@ -22,7 +24,7 @@ def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: i
     likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
     encoder = build_encoder(setup.encoder, obs_shape, params_per_dim * setup.latent_dim, setup.hidden, setup.channels)
     decoder = build_decoder(
-        setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_pixel, setup.hidden, setup.channels
+        setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_feature, setup.hidden, setup.channels
     )
     return encoder, decoder, likelihood
 
@@ -30,10 +32,11 @@ def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: i
 def _build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     posterior = GaussianPosterior(setup.latent_dim)
     encoder, decoder, likelihood = build_nets(setup, obs_shape, posterior.params_per_dim)
-    return VAE(encoder, posterior, decoder, likelihood, StandardNormalPrior(setup.latent_dim), beta=model.beta)
+    prior = build_prior(model.prior, setup.latent_dim)
+    return VAE(encoder, posterior, decoder, likelihood, prior, beta=model.beta)
 
 
-MODEL_BUILDERS: dict[str, Callable[[SetupParams, ModelParams, tuple[int, ...]], VAE]] = {"vae": _build_vae}
+MODEL_BUILDERS: dict[str, Callable[[SetupParams, ModelParams, tuple[int, ...]], Model]] = {"vae": _build_vae}
 
 
 def _build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
@@ -50,7 +53,7 @@ def _build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...
 
 
 def _build_beta_tcvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
-    """β-TCVAE (Chen et al. 2018) on exactly the VAE's nets."""
+    """β-TCVAE (Chen et al. 2018) on exactly the VAE's nets and the configured prior."""
     from priorlab.models.beta_tcvae import BetaTCVAE
 
     vae = _build_vae(setup, model, obs_shape)
@@ -73,7 +76,17 @@ def _build_fmvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, .
 MODEL_BUILDERS["fmvae"] = _build_fmvae
 
 
-def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
+def _build_ppca(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
+    """Probabilistic PCA by online EM (the setup's nets are not used)."""
+    from priorlab.models.ppca import PPCA
+
+    return PPCA(obs_shape, setup.latent_dim, tau0=model.tau0, kappa=model.kappa, init_scale=model.init_scale)
+
+
+MODEL_BUILDERS["ppca"] = _build_ppca
+
+
+def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     try:
         builder = MODEL_BUILDERS[model.kind]
     except KeyError:
@@ -81,4 +94,4 @@ def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ..
     return builder(setup, model, tuple(obs_shape))
 
 
-__all__ = ["MODEL_BUILDERS", "VAE", "build_model", "build_nets"]
+__all__ = ["MODEL_BUILDERS", "VAE", "Model", "build_model", "build_nets"]

@@ -9,9 +9,10 @@ Gaussian KL and :meth:`BetaTCVAE.extra_terms` adds the weighted differences, est
 sample from the minibatch (``mws_decomposition``: minibatch-weighted sampling, the paper's
 estimator, or ``"mss"``).  Since MI + TC + DWKL = log q(z|x) - log p(z) exactly, the objective
 equals Chen et al.'s (which uses that MC KL in place of the analytic one) in expectation; with
-α = β = γ = 1 it is the ELBO.  The estimators need the training-set size N: the pipeline sets it
-with :meth:`set_dataset_size` (a buffer, so evaluation uses the same N); MWS gradients do not
-depend on N (it shifts TC by the constant ``(D - 1) log(B N)``).
+α = β = γ = 1 it is the ELBO.  The estimators need the training-set size N: it comes with
+:meth:`BetaTCVAE.bind_data` (a buffer, so evaluation uses the same N); MWS gradients do not
+depend on N (it shifts TC by the constant ``(D - 1) log(B N)``).  The prior is the setup's
+``prior`` (N(0, I) by default; any prior with a ``log_prob``, e.g. ISA's Lp-nested one).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = ["BetaTCVAE"]
 
 
 class BetaTCVAE(VAE):
-    """VAE with a Gaussian posterior, N(0, I) prior and the weighted TC decomposition."""
+    """VAE with a Gaussian posterior, the configured prior and the weighted TC decomposition."""
 
     def __init__(self, encoder, posterior, decoder, likelihood, prior, *, tc_weight: float = 6.0,
                  mi_weight: float = 1.0, dimwise_weight: float = 1.0, estimator: str = "mws"):
@@ -39,11 +40,14 @@ class BetaTCVAE(VAE):
                 raise ValueError(f"{name} must be >= 0, got {w!r}")
         self.tc_weight, self.mi_weight, self.dimwise_weight = float(tc_weight), float(mi_weight), float(dimwise_weight)
         self.estimator = estimator
-        # not persistent: set by the pipeline before every fit (the N(0, I) pretrained nets lack it)
+        # not persistent: bound before every phase (the N(0, I) pretrained nets lack it)
         self.register_buffer("dataset_size", torch.tensor(0, dtype=torch.long), persistent=False)
 
+    def bind_data(self, data) -> None:
+        """N of the aggregate posterior q(z) = (1/N) Σ_n q(z|x_n): the training-set size."""
+        self.set_dataset_size(len(data.x("train")))
+
     def set_dataset_size(self, n: int) -> None:
-        """N of the aggregate posterior q(z) = (1/N) Σ_n q(z|x_n)."""
         if n < 1:
             raise ValueError(f"dataset size must be >= 1, got {n}")
         self.dataset_size.fill_(int(n))
@@ -55,15 +59,11 @@ class BetaTCVAE(VAE):
         return mws_decomposition(z, base.loc, 2.0 * torch.log(base.scale), n, estimator=self.estimator,
                                  log_pz=self.prior_distribution(None).log_prob(z))
 
-    def extra_terms(self, x: torch.Tensor, q: Distribution, terms: ElboTerms) -> dict[str, torch.Tensor]:
-        d = self.decomposition(q, terms.z)
+    def extra_terms(self, x: torch.Tensor, terms: ElboTerms, labels: torch.Tensor | None = None
+                    ) -> dict[str, torch.Tensor]:
+        d = self.decomposition(terms.q, terms.z)
         extra = (self.mi_weight - 1.0) * d["mutual_info"] + (self.tc_weight - 1.0) * d["total_correlation"] \
             + (self.dimwise_weight - 1.0) * d["dimwise_kl"]
         # logged (detached) estimates; the loss term is the weighted difference only
-        self.last_decomposition = {k: d[k].detach() for k in ("mutual_info", "total_correlation", "dimwise_kl")}
+        terms.logs.update({k: d[k].detach() for k in ("mutual_info", "total_correlation", "dimwise_kl")})
         return {"tc_penalty": extra}
-
-    def loss(self, x: torch.Tensor, kl_weight: float = 1.0):
-        loss, logs = super().loss(x, kl_weight)
-        logs.update({k: v.mean().item() for k, v in self.last_decomposition.items()})
-        return loss, logs

@@ -18,12 +18,19 @@ from torch.distributions import Distribution, kl_divergence
 
 @dataclass
 class ElboTerms:
-    """Per-observation terms, each of shape ``[batch]``."""
+    """Per-observation terms of one batch, each of shape ``[batch]``, with the q(z|x) and p(z) they
+    came from (models read them for their extra terms and updates, never from attributes).
+
+    ``extra`` are added to the loss; ``logs`` are detached diagnostics, only logged.
+    """
 
     log_lik: torch.Tensor
     kl: torch.Tensor
     z: torch.Tensor
+    q: Distribution | None = None
+    p: Distribution | None = None
     extra: dict[str, torch.Tensor] = field(default_factory=dict)
+    logs: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def elbo(self) -> torch.Tensor:
@@ -42,7 +49,7 @@ def elbo_terms(x: torch.Tensor, q: Distribution, p: Distribution, decode, likeli
     """Single-sample reparameterised ELBO terms of a batch ``x``."""
     z = q.rsample()
     log_lik = likelihood.log_prob(x, decode(z))
-    return ElboTerms(log_lik=log_lik, kl=kl_term(q, p, z), z=z)
+    return ElboTerms(log_lik=log_lik, kl=kl_term(q, p, z), z=z, q=q, p=p)
 
 
 def objective(terms: ElboTerms, beta: float = 1.0, kl_weight: float = 1.0) -> torch.Tensor:

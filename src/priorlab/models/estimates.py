@@ -59,9 +59,3 @@ def encode_means(model, x: torch.Tensor, batch_size: int = 500) -> np.ndarray:
     """Posterior means of ``x`` as a float64 numpy array ``[N, D]``."""
     out = [model.represent(x[s : s + batch_size]).cpu() for s in range(0, len(x), batch_size)]
     return torch.cat(out).double().numpy()
-
-
-@torch.no_grad()
-def encode_variances(model, x: torch.Tensor, batch_size: int = 500) -> np.ndarray:
-    out = [model.posterior(x[s : s + batch_size]).variance.cpu() for s in range(0, len(x), batch_size)]
-    return torch.cat(out).double().numpy()

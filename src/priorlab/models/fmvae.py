@@ -12,10 +12,10 @@ KL[z] + KL[r] (lines 4b-4c) at the E-step optimum of gamma (eq. 5), one-hot
 where a label clamps it (sec. 2.5).  Its ``log_prob`` is the predictive
 Student-t mixture of sec. 2.6 (eq. 10), so the importance-weighted bound
 estimates log p_Q(x).  Per mini-batch (sec. 2.4): (1) the E-step inside the
-KL; (2) the trainer's Adam step on the nets; (3) ``after_step``: the SVI
-natural-gradient step on lambda (eq. 13-14) with the batch's encodings cached
-from the forward pass (the paper re-encodes after the Adam step; cached codes
-save one encoder pass).  Extra loss terms: the global KLs / N (4d-4e), the
+KL; (2) the Adam step on the nets; (3) ``after_step``: the SVI natural-gradient
+step on lambda (eq. 13-14) with the batch's encodings from the forward pass
+(the paper re-encodes after the Adam step; reusing the codes saves one encoder
+pass).  Labels of the semi-supervised factor come with the batch.  Extra loss terms: the global KLs / N (4d-4e), the
 optional KL[z] up-weighting (sec. 4.2) and Delta x the cross-entropy of eq. 8.
 """
 
@@ -28,14 +28,11 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution, Independent, Normal, constraints, register_kl
 
-from priorlab.config import FactorialMixtureParams
+from priorlab.config import FactorialMixtureParams, ParamsError
 from priorlab.models.elbo import ElboTerms
+from priorlab.models.protocol import Batch, TrainingSet
 from priorlab.models.vae import VAE
 from priorlab.priors.factorial_mixture import FactorialMixturePrior
-
-UNLABELLED = 255
-"""Label value of unlabelled rows in the packed uint8 training array."""
-
 
 class FactorialMixtureLatent(Distribution):
     """p(z | q_lambda(xi)) of one mini-batch, with the clamped labels ``clamp`` [B, I] (-1 = free).
@@ -79,31 +76,16 @@ def _kl_gaussian_factorial_mixture(q: Independent, p: FactorialMixtureLatent) ->
     return (kz + kr).sum(-1)
 
 
-def pack_labelled(x: Tensor, labels: np.ndarray | Tensor) -> Tensor:
-    """Training rows [N, C*H*W + 1] uint8: the stored pixels and the label (``UNLABELLED`` = none)."""
-    if x.dtype != torch.uint8:
-        raise ValueError(f"stored observations must be uint8 to carry labels, got {x.dtype}")
-    lab = torch.as_tensor(np.asarray(labels), dtype=torch.long)
-    if lab.shape != (x.shape[0],) or bool((lab >= UNLABELLED).any()) or bool((lab < -1).any()):
-        raise ValueError(f"labels must be [N] = [{x.shape[0]}] with values in [-1, {UNLABELLED})")
-    col = torch.where(lab < 0, torch.full_like(lab, UNLABELLED), lab).to(torch.uint8)
-    return torch.cat([x.reshape(x.shape[0], -1), col[:, None]], 1)
-
-
-def unpack_labelled(rows: Tensor, obs_shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
-    """Inverse of :func:`pack_labelled`: (pixels [B, *obs_shape] uint8, labels [B] long, -1 = none)."""
-    lab = rows[:, -1].long()
-    return rows[:, :-1].reshape(-1, *obs_shape), torch.where(lab == UNLABELLED, torch.full_like(lab, -1), lab)
-
-
 def data_factor_labels(data, name: str, split: str) -> np.ndarray:
-    """Integer labels of the data factor ``name`` (a ground-truth factor, or ``label`` of real data)."""
-    names = list(data.manifest.get("factor_names", []))
-    if name not in names:
-        raise ValueError(f"supervised_factor {name!r} is not a factor of data set {data.name!r}; allowed: {names}")
+    """Integer labels of the data factor ``name``: a ground-truth factor, or ``label`` for the class
+    labels of a labelled data set (MNIST)."""
+    names = list(data.factor_names)
     labels = data.labels(split)
-    if labels is not None and name == "label":
+    if name == "label" and labels is not None:
         return np.asarray(labels, dtype=np.int64)
+    if name not in names:
+        allowed = names + (["label"] if labels is not None else [])
+        raise ParamsError(f"supervised_factor {name!r} is not a factor of data set {data.name!r}; allowed: {allowed}")
     return np.asarray(data.factors(split)[:, names.index(name)], dtype=np.int64)
 
 
@@ -125,11 +107,7 @@ class FactorialMixtureVAE(VAE):
         self.register_buffer("n_data", torch.tensor(0, dtype=torch.long))  # N of the training set
         self.register_buffer("svi_count", torch.tensor(0, dtype=torch.long))  # tau of rho_tau
         self.phase = "train"
-        self._step = 0
-        self._batch_labels: Tensor | None = None  # data-factor labels [B] of the batch being trained on
-        self._cache: tuple[Tensor, Tensor, Tensor | None, Tensor] | None = None  # mu, var, clamp, gamma
-        self._last_p: FactorialMixtureLatent | None = None
-        self._train_labels: Tensor | None = None
+        self._step = 0  # the train step, set by before_step (schedules of delta and the KL[z] weight)
 
     # -- schedules ------------------------------------------------------------------------
     @property
@@ -164,45 +142,42 @@ class FactorialMixtureVAE(VAE):
         clamp[:, 0] = labels
         return clamp
 
-    def _labels_for(self, x: Tensor) -> Tensor | None:
-        lab = self._batch_labels
-        return lab.to(x.device) if lab is not None and lab.shape[0] == x.shape[0] else None
-
-    def prior_distribution(self, x: Tensor | None = None) -> Distribution:
-        clamp = self.clamp_of(self._labels_for(x)) if x is not None else None
-        self._last_p = FactorialMixtureLatent(self.prior, clamp)
-        return self._last_p
+    def prior_distribution(self, x: Tensor | None = None, labels: Tensor | None = None) -> Distribution:
+        return FactorialMixtureLatent(self.prior, self.clamp_of(labels))
 
     def n_train(self, batch: int) -> int:
         return int(self.n_data) if int(self.n_data) > 0 else batch
 
-    def extra_terms(self, x: Tensor, q: Distribution, terms: ElboTerms) -> dict[str, Tensor]:
-        mu, var = q.mean, q.variance
-        clamp = self.clamp_of(self._labels_for(x))
-        p, self._last_p = self._last_p, None
-        if p is not None and p.last is not None and p.last[0].shape[0] == mu.shape[0]:
-            kz, _, gamma = p.last  # computed by the analytic KL of this forward pass
-        else:
-            kz, _, gamma = self.prior.local_kl(mu, var, clamp)
-        self._cache = (mu.detach(), var.detach(), clamp, gamma.detach())
+    def extra_terms(self, x: Tensor, terms: ElboTerms, labels: Tensor | None = None) -> dict[str, Tensor]:
+        mu, var = terms.q.mean, terms.q.variance
+        kz, _, gamma = self._local_kl(terms, labels)
         B = mu.shape[0]
         out = {"kl_global": self.prior.global_kl_per_point(self.n_train(B)).to(mu.dtype).expand(B)}
         extra = self.kl_z_extra()
         if extra != 0.0:
             out["kl_z_upweight"] = extra * kz.sum(-1)
         delta = self.delta_now()
+        clamp = self.clamp_of(labels)
         if delta > 0 and clamp is not None:
             out["semi_supervised_ce"] = delta * self.prior.cross_entropy(mu, var, clamp)
         return out
 
+    def _local_kl(self, terms: ElboTerms, labels: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """(KL[z], KL[r], gamma) of the batch: those the analytic KL of this forward pass computed."""
+        p = terms.p
+        if isinstance(p, FactorialMixtureLatent) and p.last is not None and p.last[0].shape[0] == terms.z.shape[0]:
+            return p.last
+        return self.prior.local_kl(terms.q.mean, terms.q.variance, self.clamp_of(labels))
+
     # -- SVI (step 3 of sec. 2.4) ---------------------------------------------------------
     @torch.no_grad()
-    def after_step(self, x: Tensor, step: int) -> None:
-        """SVI step on lambda with the batch's cached codes; first-order steps for factor 0 while Delta > 0."""
-        if self.phase != "train" or self._cache is None:
+    def after_step(self, batch: Batch, terms: ElboTerms, step: int) -> None:
+        """SVI step on lambda with the batch's codes; first-order steps for factor 0 while Delta > 0."""
+        if self.phase != "train":
             return
-        mu, var, clamp, gamma = self._cache
-        self._cache, self._batch_labels = None, None
+        mu, var = terms.q.mean.detach(), terms.q.variance.detach()
+        gamma = self._local_kl(terms, batch.labels)[2].detach()
+        clamp = self.clamp_of(batch.labels)
         self.svi_count += 1
         n = self.n_train(mu.shape[0])
         delta = self.delta_now()
@@ -214,32 +189,22 @@ class FactorialMixtureVAE(VAE):
             self.prior.first_order_step(mu, var, gamma, n, touched, self.spec.prior_lr, labels=clamp, delta=delta)
 
     # -- data -------------------------------------------------------------------------------
-    def training_inputs(self, data) -> tuple[Tensor, object]:
-        """Stored training rows and their ``prepare`` for the trainer.
+    def bind_data(self, data) -> None:
+        """N of the training set (SVI targets, global KLs per point)."""
+        self.n_data.fill_(len(data.x("train")))
 
-        Semi-supervised models pack the seeded labelled subset's labels into the rows;
-        ``prepare`` unpacks them and hands the batch's labels to the next loss.
-        """
+    def training_set(self, data) -> TrainingSet:
+        """The training rows; semi-supervised models add the seeded labelled subset's labels (-1 = none)."""
         x = data.x("train")
-        self.n_data.fill_(len(x))
         if not self.supervised:
-            self._train_labels = None
-            return x, data.prepare
+            return TrainingSet(x, data.prepare)
         labels = data_factor_labels(data, self.spec.supervised_factor, "train")
         k0 = self.prior.num_components[0]
         if labels.max() >= k0:
-            raise ValueError(f"supervised factor {self.spec.supervised_factor!r} has {labels.max() + 1} classes "
+            raise ParamsError(f"supervised factor {self.spec.supervised_factor!r} has {labels.max() + 1} classes "
                              f"but factor 0 only K = {k0} components")
         labels = labelled_subset(labels, self.spec.labelled_fraction, self.spec.label_seed)
-        self._train_labels = torch.as_tensor(labels)
-        packed, obs_shape = pack_labelled(x, labels), tuple(x.shape[1:])
-
-        def prepare(rows: Tensor) -> Tensor:
-            pixels, lab = unpack_labelled(rows, obs_shape)
-            self._batch_labels = lab
-            return data.prepare(pixels)
-
-        return packed, prepare
+        return TrainingSet(x, data.prepare, torch.as_tensor(labels))
 
     # -- prior_init ----------------------------------------------------------------------
     @torch.no_grad()
@@ -252,7 +217,7 @@ class FactorialMixtureVAE(VAE):
         return torch.cat(mus), torch.cat(variances)
 
     @torch.no_grad()
-    def init_prior(self, batches, generator: torch.Generator) -> dict[str, float]:
+    def init_prior(self, data: TrainingSet, generator: torch.Generator) -> dict[str, float]:
         """Seed q_lambda(xi) from the encoded training set with the networks frozen (sec. 2.4).
 
         The training set is encoded once; ``init_method`` (k-means++ / random centres, seeded by
@@ -261,10 +226,10 @@ class FactorialMixtureVAE(VAE):
         (rho = 1, clamped one-hot gamma).  Then ``prior_init_steps`` iterations of E-step + SVI
         step on random mini-batches of the codes (labels clamped) with rho = (tau0 + tau)^-kappa.
         """
-        mu, var = self.encode_codes(batches)
+        mu, var = self.encode_codes(data.batches(500))
         n = mu.shape[0]
         self.n_data.fill_(n)
-        labels = self._train_labels
+        labels = data.labels
         if labels is not None and labels.shape[0] != n:
             raise ValueError(f"{labels.shape[0]} training labels for {n} encoded points")
         self.prior.init_from_codes(mu, var, self.spec.init_method, generator, n_data=n)
@@ -338,7 +303,7 @@ def build_fmvae(setup, model: FactorialMixtureParams, obs_shape: tuple[int, ...]
     from priorlab.models.posterior import GaussianPosterior
 
     if setup.latent_dim % model.num_factors:
-        raise ValueError(f"latent_dim {setup.latent_dim} is not divisible by num_factors {model.num_factors}")
+        raise ParamsError(f"latent_dim {setup.latent_dim} is not divisible by num_factors {model.num_factors}")
     posterior = GaussianPosterior(setup.latent_dim)
     encoder, decoder, likelihood = build_nets(setup, obs_shape, posterior.params_per_dim)
     prior = FactorialMixturePrior(

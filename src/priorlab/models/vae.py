@@ -13,10 +13,12 @@ from torch.distributions import Distribution
 
 from priorlab.likelihoods import Likelihood
 from priorlab.models.elbo import ElboTerms, elbo_terms, objective
+from priorlab.models.protocol import Batch, ElboModel, Generative, Model, NonFiniteLoss, StepContext
+from priorlab.priors.base import Prior
 
 
-class VAE(nn.Module):
-    """VAE (Kingma & Welling 2014) and β-VAE (Higgins et al. 2017, eq. 4) with β = ``beta``."""
+class VAE(Model, ElboModel, Generative):
+    """VAE (Kingma & Welling 2014) and β-VAE (Higgins et al. 2017, eq. 4) with β = ``beta`` ≥ 0."""
 
     def __init__(
         self,
@@ -24,10 +26,12 @@ class VAE(nn.Module):
         posterior: nn.Module,
         decoder: nn.Module,
         likelihood: Likelihood,
-        prior: nn.Module,
+        prior: Prior,
         beta: float = 1.0,
     ):
         super().__init__()
+        if not beta >= 0:
+            raise ValueError(f"beta must be >= 0, got {beta!r}")
         self.encoder, self.posterior_head = encoder, posterior
         self.decoder, self.likelihood, self.prior = decoder, likelihood, prior
         self.beta = beta
@@ -41,7 +45,10 @@ class VAE(nn.Module):
         """Decoder output (likelihood parameters) for codes ``z``."""
         return self.decoder(z)
 
-    def prior_distribution(self, x: torch.Tensor | None = None) -> Distribution:
+    def decode_mean(self, z: torch.Tensor) -> torch.Tensor:
+        return self.likelihood.mean(self.decode(z))
+
+    def prior_distribution(self, x: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> Distribution:
         return self.prior(x)
 
     @torch.no_grad()
@@ -51,33 +58,59 @@ class VAE(nn.Module):
 
     @torch.no_grad()
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
-        return self.likelihood.mean(self.decode(self.represent(x)))
+        return self.decode_mean(self.represent(x))
 
     # -- objective --------------------------------------------------------------------
-    def terms(self, x: torch.Tensor) -> ElboTerms:
+    def terms(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> ElboTerms:
         q = self.posterior(x)
-        terms = elbo_terms(x, q, self.prior_distribution(x), self.decode, self.likelihood)
-        terms.extra.update(self.extra_terms(x, q, terms))
+        terms = elbo_terms(x, q, self.prior_distribution(x, labels), self.decode, self.likelihood)
+        terms.extra.update(self.extra_terms(x, terms, labels))
         return terms
 
-    def extra_terms(self, x: torch.Tensor, q: Distribution, terms: ElboTerms) -> dict[str, torch.Tensor]:
+    def extra_terms(self, x: torch.Tensor, terms: ElboTerms, labels: torch.Tensor | None = None
+                    ) -> dict[str, torch.Tensor]:
         """Model-specific additions to the per-observation loss (none for the VAE)."""
         return {}
 
-    def loss(self, x: torch.Tensor, kl_weight: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, x: torch.Tensor, kl_weight: float = 1.0, labels: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, dict[str, float]]:
         """Minibatch loss and the logged terms (means over the batch)."""
-        terms = self.terms(x)
+        terms = self.terms(x, labels)
         loss = objective(terms, self.beta, kl_weight)
+        return loss, self.step_logs(loss, terms)
+
+    @staticmethod
+    def step_logs(loss: torch.Tensor, terms: ElboTerms) -> dict[str, float]:
         logs = {"loss": loss.item(), "elbo": terms.elbo.mean().item(), "log_lik": terms.log_lik.mean().item(),
                 "kl": terms.kl.mean().item()}
         logs.update({k: v.mean().item() for k, v in terms.extra.items()})
-        return loss, logs
+        logs.update({k: v.mean().item() for k, v in terms.logs.items()})
+        return logs
+
+    # -- training ---------------------------------------------------------------------
+    def param_groups(self, lr: float) -> list[dict]:
+        """The nets (encoder, decoder, likelihood) at ``lr``; the prior's groups as it declares them."""
+        prior = {id(p) for p in self.prior.parameters()}
+        nets = [p for p in self.parameters() if p.requires_grad and id(p) not in prior]
+        return [{"params": nets, "lr": lr, "name": "nets"}, *self.prior.param_groups(lr)]
+
+    def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, float]:
+        """Loss → backward → optimiser step, then :meth:`after_step` with the batch's terms."""
+        terms = self.terms(batch.x, batch.labels)
+        loss = objective(terms, self.beta, ctx.kl_weight)
+        logs = self.step_logs(loss, terms)
+        if not torch.isfinite(loss):
+            raise NonFiniteLoss(loss.item())
+        ctx.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        ctx.optimizer.step()
+        self.after_step(batch, terms, step)
+        return logs
+
+    def after_step(self, batch: Batch, terms: ElboTerms, step: int) -> None:
+        """Updates after the optimiser step that use the step's terms (e.g. SVI on a prior); none here."""
 
     # -- training phases ----------------------------------------------------------------
-    def init_prior(self, batches, generator: torch.Generator) -> dict[str, float]:
-        """Prior initialisation with the networks frozen (no-op for a fixed prior)."""
-        return {}
-
     def load_pretrained(self, state: dict[str, torch.Tensor]) -> None:
         """Take the pretrained encoder / decoder / likelihood weights (every key outside ``prior.``)."""
         own = {k: v for k, v in state.items() if not k.startswith("prior.")}
@@ -85,6 +118,3 @@ class VAE(nn.Module):
         missing = [k for k in missing if not k.startswith("prior.")]
         if missing or unexpected:
             raise ValueError(f"pretrained nets do not fit this model (missing {missing[:3]}, unexpected {unexpected[:3]})")
-
-    def set_phase(self, phase: str) -> None:
-        """Called with "pretrain", "prior_init" or "train" before each phase (no-op here)."""

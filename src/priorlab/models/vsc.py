@@ -29,6 +29,7 @@ from torch.distributions.kl import register_kl
 
 from priorlab.models.elbo import ElboTerms, elbo_terms
 from priorlab.models.vae import VAE
+from priorlab.priors.base import Prior
 from priorlab.priors.spike_slab import (
     SpikeSlabNormal,
     pseudo_input_mixture_kl,
@@ -87,7 +88,7 @@ class SpikeSlabPosterior(nn.Module):
         return self.distribution(*self.parameters_of(features))
 
 
-class PseudoInputPrior(nn.Module):
+class PseudoInputPrior(Prior):
     """Learned pseudo-inputs ``x_u`` ``[U, *obs_shape]`` and the selector ``C_ω`` (eq. 3, A.3).
 
     The selector is one linear layer on the flattened observation; its outputs are made positive
@@ -193,10 +194,6 @@ class VSC(VAE):
         if sharpness_start <= 0 or sharpness_end <= 0:
             raise ValueError(f"sharpness must be > 0, got {sharpness_start!r}, {sharpness_end!r}")
         self.alpha = float(alpha)
-        # Speed only (same maths): data and pseudo-inputs share one encoder pass.  A separate, small
-        # pseudo-input pass measured slower at 2 threads on both the MLP and the conv benchmark nets
-        # (conv: 1.35x vs 1.13x the VAE step); kept as a switch for encoders where it pays.
-        self.separate_pseudo_pass = False
         self.warmup_ramp_steps, self.sharpness_ramp_steps = int(warmup_ramp_steps), int(sharpness_ramp_steps)
         self.sharpness_start, self.sharpness_end = float(sharpness_start), float(sharpness_end)
         self.phase = "train"
@@ -227,37 +224,31 @@ class VSC(VAE):
         self.set_schedule(lam, c)
 
     # -- prior and extra terms ----------------------------------------------------------------
-    def prior_distribution(self, x: torch.Tensor | None = None) -> SelectedPseudoInputPrior:
+    def prior_distribution(self, x: torch.Tensor | None = None, labels: torch.Tensor | None = None
+                           ) -> SelectedPseudoInputPrior:
         if x is None:
             raise ValueError("the VSC prior is selected per observation: prior_distribution needs x")
         gamma_u, loc_u, logvar_u = self.posterior_head.parameters_of(self.encoder(self.prior.pseudo_inputs))
-        p = SelectedPseudoInputPrior(gamma_u, loc_u, logvar_u, self.prior.weights(x))
-        self._last_prior = (x, p)  # reused by extra_terms for the same batch (one pseudo-input pass)
-        return p
+        return SelectedPseudoInputPrior(gamma_u, loc_u, logvar_u, self.prior.weights(x))
 
-    def terms(self, x: torch.Tensor) -> ElboTerms:
-        """The ELBO terms of ``models/elbo.py``; data and pseudo-inputs share the head pass (and, for fully
-        connected encoders, the encoder pass: see ``separate_pseudo_pass``)."""
+    def terms(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> ElboTerms:
+        """The ELBO terms of ``models/elbo.py``.  Speed only (same maths, row-wise nets): data and
+        pseudo-inputs share one encoder and head pass (a separate pseudo-input pass measured slower at
+        2 threads on the MLP and conv benchmark nets: 1.35x vs 1.13x the VAE step on conv)."""
         n = x.shape[0]
         pseudo = self.prior.pseudo_inputs.to(x.dtype)
-        if self.separate_pseudo_pass:
-            feats = torch.cat([self.encoder(x), self.encoder(pseudo)])
-        else:
-            feats = self.encoder(torch.cat([x, pseudo]))
+        feats = self.encoder(torch.cat([x, pseudo]))
         gamma, loc, logvar = self.posterior_head.parameters_of(feats)  # one head pass for both (row-wise maths)
         q = self.posterior_head.distribution(gamma[:n], loc[:n], logvar[:n])
         p = SelectedPseudoInputPrior(gamma[n:], loc[n:], logvar[n:], self.prior.weights(x))
-        self._last_prior = (x, p)
         terms = elbo_terms(x, q, p, self.decode, self.likelihood)
-        terms.extra.update(self.extra_terms(x, q, terms))
+        terms.extra.update(self.extra_terms(x, terms, labels))
         return terms
 
-    def extra_terms(self, x: torch.Tensor, q: Distribution, terms: ElboTerms) -> dict[str, torch.Tensor]:
+    def extra_terms(self, x: torch.Tensor, terms: ElboTerms, labels: torch.Tensor | None = None
+                    ) -> dict[str, torch.Tensor]:
         """Eq. 4's sparsity penalty ``J · KL(Bern ḡ_u* || Bern α)`` per observation."""
-        cached = getattr(self, "_last_prior", None)
-        p = cached[1] if cached is not None and cached[0] is x else self.prior_distribution(x)
-        self._last_prior = None
-        return {"sparsity": sparsity_kl(p.selected_gamma, self.alpha, float(self.latent_dim))}
+        return {"sparsity": sparsity_kl(terms.p.selected_gamma, self.alpha, float(self.latent_dim))}
 
     @torch.no_grad()
     def spike_probabilities(self, x: torch.Tensor) -> torch.Tensor:

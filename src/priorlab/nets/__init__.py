@@ -18,13 +18,13 @@ def build_encoder(kind: str, obs_shape, out_features: int, hidden: list[int], ch
 
 
 def build_decoder(
-    kind: str, latent_dim: int, obs_shape, params_per_pixel: int, hidden: list[int], channels: list[int]
+    kind: str, latent_dim: int, obs_shape, params_per_feature: int, hidden: list[int], channels: list[int]
 ) -> nn.Module:
-    """Decoder body mapping codes to ``params_per_pixel`` maps per observation channel."""
+    """Decoder body mapping codes to ``params_per_feature`` maps per observation channel."""
     if kind == "mlp":
-        return MLPDecoder(latent_dim, list(reversed(hidden)), obs_shape, params_per_pixel)
+        return MLPDecoder(latent_dim, list(reversed(hidden)), obs_shape, params_per_feature)
     if kind == "conv":
-        return ConvDecoder(latent_dim, channels, hidden[-1] if hidden else 256, obs_shape, params_per_pixel)
+        return ConvDecoder(latent_dim, channels, hidden[-1] if hidden else 256, obs_shape, params_per_feature)
     raise ValueError(f"unknown decoder {kind!r}; allowed: mlp, conv")
 
 

@@ -42,7 +42,7 @@ class ConvEncoder(nn.Module):
 
 class ConvDecoder(nn.Module):
     def __init__(
-        self, latent_dim: int, channels: list[int], hidden: int, obs_shape: tuple[int, ...], params_per_pixel: int = 1
+        self, latent_dim: int, channels: list[int], hidden: int, obs_shape: tuple[int, ...], params_per_feature: int = 1
     ):
         super().__init__()
         side = obs_shape[-1]
@@ -53,7 +53,7 @@ class ConvDecoder(nn.Module):
             nn.Linear(latent_dim, hidden), nn.ReLU(), nn.Linear(hidden, rev[0] * self.final**2), nn.ReLU()
         )
         layers: list[nn.Module] = []
-        outs = rev[1:] + [obs_shape[0] * params_per_pixel]
+        outs = rev[1:] + [obs_shape[0] * params_per_feature]
         for i, (a, b) in enumerate(zip(rev, outs)):
             layers.append(nn.ConvTranspose2d(a, b, 4, stride=2, padding=1))
             if i < len(outs) - 1:

@@ -32,9 +32,9 @@ class MLPEncoder(nn.Module):
 class MLPDecoder(nn.Module):
     """Map a latent code to ``out_channels`` parameter maps of the observation shape."""
 
-    def __init__(self, latent_dim: int, hidden: list[int], obs_shape: tuple[int, ...], params_per_pixel: int = 1):
+    def __init__(self, latent_dim: int, hidden: list[int], obs_shape: tuple[int, ...], params_per_feature: int = 1):
         super().__init__()
-        self.out_shape = (obs_shape[0] * params_per_pixel, *obs_shape[1:])
+        self.out_shape = (obs_shape[0] * params_per_feature, *obs_shape[1:])
         self.net = mlp([latent_dim, *hidden, math.prod(self.out_shape)])
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:

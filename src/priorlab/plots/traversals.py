@@ -24,7 +24,7 @@ def traversal_images(model, x: torch.Tensor, dims: list[int], steps: int, span: 
     z = z0.repeat(len(dims) * steps, 1)
     for row, d in enumerate(dims):
         z[row * steps : (row + 1) * steps, d] = values
-    return model.likelihood.mean(model.decode(z))
+    return model.decode_mean(z)
 
 
 @torch.no_grad()

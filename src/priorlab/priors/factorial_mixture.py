@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.distributions import Distribution, constraints
 
 from priorlab.priors import dirichlet
 from priorlab.priors import normal_gamma as ng
+from priorlab.priors.base import Prior
 from priorlab.priors.normal_gamma import NormalGammaParams
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -272,7 +273,7 @@ class FactorialStudentTMixture(Distribution):
 
 
 @dataclass
-class ElboTerms:
+class MixtureKLTerms:
     """The prior-side ELBO terms of eq. 4 for one mini-batch (all to be subtracted).
 
     kl_z, kl_r: [B, I] local terms (C.2, C.3).  kl_normal_gamma, kl_dirichlet:
@@ -289,7 +290,7 @@ class ElboTerms:
         return self.kl_z.sum(-1) + self.kl_r.sum(-1) + self.kl_normal_gamma + self.kl_dirichlet
 
 
-class FactorialMixturePrior(nn.Module):
+class FactorialMixturePrior(Prior):
     """q_lambda(xi) of the factorial mixture prior, stored as natural-parameter buffers.
 
     Args:
@@ -527,7 +528,7 @@ class FactorialMixturePrior(nn.Module):
         picked = log_g.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
         return -torch.where(labels >= 0, picked, torch.zeros_like(picked)).sum(-1)
 
-    def elbo_terms(self, mu: Tensor, var: Tensor, gamma: Tensor, n_data: int) -> ElboTerms:
+    def kl_terms(self, mu: Tensor, var: Tensor, gamma: Tensor, n_data: int) -> MixtureKLTerms:
         """KL[z], KL[r] per point and factor, and the global KLs divided by N (eq. 4b-4e)."""
         if n_data < 1:
             raise ValueError(f"n_data must be >= 1, got {n_data}")
@@ -537,7 +538,7 @@ class FactorialMixturePrior(nn.Module):
         prior = NormalGammaParams(*(t.to(m.dtype) for t in self.prior_params()))
         c0 = self.prior_pseudo_count.to(m.dtype)
         kl_ng, kl_dir = global_kl(p, c, prior, c0, self.component_mask)
-        return ElboTerms(
+        return MixtureKLTerms(
             kl_z=kl_z(m, v, g, p).to(out),
             kl_r=kl_r(g, c, self.component_mask).to(out),
             kl_normal_gamma=(kl_ng / n_data).to(out),

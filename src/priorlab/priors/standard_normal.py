@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 from torch.distributions import Distribution, Independent, Normal
 
+from priorlab.priors.base import Prior
 
-class StandardNormalPrior(nn.Module):
+
+class StandardNormalPrior(Prior):
     """N(0, I) over ``latent_dim`` dimensions; no parameters, nothing to initialise.
 
     ``forward`` returns the distribution; the analytic Gaussian KL is the one
@@ -15,7 +16,7 @@ class StandardNormalPrior(nn.Module):
     """
 
     def __init__(self, latent_dim: int):
-        super().__init__()
+        super().__init__(lr=0.0)
         self.latent_dim = latent_dim
         self.register_buffer("loc", torch.zeros(latent_dim))
         self.register_buffer("scale", torch.ones(latent_dim))

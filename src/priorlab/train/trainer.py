@@ -1,4 +1,9 @@
-"""The training loop shared by every phase: Adam, checkpoints, resume, dvclive curves.
+"""The training loop shared by every phase and model: checkpoints, resume, dvclive curves.
+
+The loop draws a minibatch, calls the model's ``before_step`` and ``train_step``
+(:mod:`priorlab.models.protocol`) and steps the lr schedule; the model decides
+what a step is (Adam on a loss, or an EM iteration).  The trainer builds one
+Adam optimiser over the groups the model declares (``param_groups``), or none.
 
 Determinism: minibatches come from epoch permutations of a seeded
 ``torch.Generator``; the reparameterisation noise from torch's global RNG,
@@ -14,19 +19,20 @@ import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
 
 from priorlab.config import OptimParams
+from priorlab.errors import UserError
 from priorlab.io import load_torch, save_torch
+from priorlab.models.protocol import Model, NonFiniteLoss, StepContext, TrainingSet
 
 KILL_ENV = "PRIORLAB_KILL_AT_STEP"
 """Fault injection for the resume test: SIGKILL the process after this step."""
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(UserError, RuntimeError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 
@@ -83,36 +89,32 @@ def _truncate_live(live_dir: Path, last_step: int) -> None:
 
 
 def fit(
-    model: torch.nn.Module,
-    x: torch.Tensor,
+    model: Model,
+    data: TrainingSet,
     opt: OptimParams,
     *,
     checkpoint: str | Path,
     live_dir: str | Path | None,
     fingerprint: str,
-    prepare: Callable[[torch.Tensor], torch.Tensor] = lambda b: b,
     device: torch.device | str = "cpu",
     desc: str = "train",
-    parameters=None,
 ) -> TrainResult:
-    """Train ``model`` with Adam on the rows of ``x`` for ``opt.steps`` steps.
+    """Train ``model`` on the rows of ``data`` for ``opt.steps`` steps.
 
-    ``prepare`` maps a stored batch (e.g. uint8 pixels) to model input.
     ``checkpoint`` is written every ``opt.checkpoint_every`` steps and resumed
     from when its ``fingerprint`` (a hash of everything that defines the run)
-    matches; it is removed when the run completes.  ``model.after_step(x, step)``
-    is called after each optimiser step when the model defines it (e.g. SVI
-    updates of a prior).
+    matches; it is removed when the run completes.
     """
     from dvclive import Live
 
     checkpoint = Path(checkpoint)
     device = torch.device(device)
     model.to(device)
-    params = [p for p in (parameters if parameters is not None else model.parameters()) if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=opt.lr)
-    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, sorted(opt.lr_milestones), gamma=opt.lr_gamma)
-    sampler = BatchSampler(len(x), opt.batch_size, opt.seed)
+    groups = model.param_groups(opt.lr)
+    optimizer = torch.optim.Adam(groups, lr=opt.lr) if groups else None
+    scheduler = (torch.optim.lr_scheduler.MultiStepLR(optimizer, sorted(opt.lr_milestones), gamma=opt.lr_gamma)
+                 if optimizer is not None else None)
+    sampler = BatchSampler(len(data), opt.batch_size, opt.seed)
     torch.manual_seed(opt.seed)
     start = 0
 
@@ -120,8 +122,9 @@ def fit(
         state = load_torch(checkpoint)
         if state.get("fingerprint") == fingerprint:
             model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
+            if optimizer is not None:
+                optimizer.load_state_dict(state["optimizer"])
+                scheduler.load_state_dict(state["scheduler"])
             sampler.load_state_dict(state["sampler"])
             torch.set_rng_state(state["torch_rng"])
             start = state["step"]
@@ -142,36 +145,31 @@ def fit(
                 "fingerprint": fingerprint,
                 "step": step,
                 "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
+                "optimizer": optimizer.state_dict() if optimizer is not None else None,
+                "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "sampler": sampler.state_dict(),
                 "torch_rng": torch.get_rng_state(),
             },
         )
 
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
-    before_step = getattr(model, "before_step", None)
-    after_step = getattr(model, "after_step", None)
     logs: dict[str, float] = {}
     model.train()
     bar = tqdm(total=opt.steps, initial=start, desc=desc, mininterval=2.0, dynamic_ncols=True)
     try:
         for step in range(start + 1, opt.steps + 1):
-            batch = prepare(x[sampler.next()]).to(device)
-            if before_step is not None:
-                before_step(step)
-            loss, logs = model.loss(batch, kl_weight=kl_weight(step, opt.kl_warmup_steps))
-            if not torch.isfinite(loss):
+            batch = data.batch(sampler.next(), device)
+            model.before_step(step)
+            ctx = StepContext(optimizer, kl_weight(step, opt.kl_warmup_steps))
+            try:
+                logs = model.train_step(batch, step, ctx)
+            except NonFiniteLoss as exc:
                 raise TrainingDiverged(
-                    f"{desc}: loss is {loss.item()} at step {step}; last good checkpoint "
+                    f"{desc}: loss is {exc.value} at step {step}; last good checkpoint "
                     f"{'kept at ' + str(checkpoint) if checkpoint.is_file() else 'none (before the first)'}"
-                )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            scheduler.step()
-            if after_step is not None:
-                after_step(batch, step)
+                ) from None
+            if scheduler is not None:
+                scheduler.step()
             bar.update(1)
             if live is not None and (step % opt.log_every == 0 or step == opt.steps):
                 live.step = step

@@ -1,0 +1,160 @@
+"""The data set kinds the ``data`` stage can build: one :class:`DatasetBuilder` per ``kind``.
+
+A builder says how to generate the arrays of a data set, what its observations are
+(``"image"``: uint8 ``[C, H, W]``; ``"vector"``: float32 ``[G]``; ``"counts"``: integer
+``[G]``), which :class:`~priorlab.data.base.GroundTruthData` renders them from factors (none
+for data without known factors) and, for classified data, how many classes its labels have.
+:mod:`priorlab.data.store` writes and loads whatever a builder returns.
+
+Adding a kind ``foo``:
+
+1. in :mod:`priorlab.config`, a frozen dataclass ``FooParams(DatasetParams)`` with only its own
+   settings and their ``check``, registered as ``DATASET_PARAMS["foo"] = FooParams``;
+2. here, a function ``build_foo(params, rs)`` returning the arrays of all
+   ``n_train + n_test`` rows (training rows first): ``x`` and, as the data set has them,
+   ``factors`` (int64 ``[N, K]``, with a ``ground_truth``), ``labels`` (int64 ``[N]``, with
+   ``num_classes``) or extra per-row arrays; and its entry
+   ``DATASET_BUILDERS["foo"] = DatasetBuilder(build_foo, observation_kind=..., version="1")``.
+
+Bump ``version`` whenever a change alters the arrays a kind builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+import numpy as np
+
+from priorlab.config import DatasetParams, DSpritesParams, MNISTParams, SmileyParams
+from priorlab.data.base import GroundTruthData
+from priorlab.errors import DataError
+
+ObservationKind = Literal["image", "vector", "counts"]
+OBSERVATION_KINDS: tuple[str, ...] = ("image", "vector", "counts")
+
+
+@dataclass(frozen=True)
+class DatasetBuilder:
+    """How the ``data`` stage builds one kind of data set."""
+
+    build: Callable[[DatasetParams, np.random.RandomState], dict[str, np.ndarray]]
+    """``(params, rs) -> arrays`` of all ``n_train + n_test`` rows, training rows first."""
+    observation_kind: ObservationKind
+    version: str
+    """Generator version, recorded in the manifest: bump it when the built arrays change."""
+    ground_truth: Callable[[DatasetParams], GroundTruthData] | None = None
+    """The factors → observations renderer (kinds with ``factors``); None: no ground truth."""
+    num_classes: int | None = None
+    """Number of classes of the ``labels`` (kinds with class labels)."""
+    pixel_max: Callable[[DatasetParams], int] | None = None
+    """uint8 images: the stored value of a white pixel (None: 1, binary images)."""
+
+    def __post_init__(self) -> None:
+        if self.observation_kind not in OBSERVATION_KINDS:
+            raise ValueError(f"observation_kind: unknown value {self.observation_kind!r}; "
+                             f"allowed: {', '.join(OBSERVATION_KINDS)}")
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def build_smiley(params: SmileyParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
+    """Smiley faces, their factors (presence flags + binned sources), sources and presence."""
+    from priorlab.data.smiley import SmileyData, sample_smiley
+
+    images, presence, sources = sample_smiley(params.n_train + params.n_test, rs, presence_prob=params.presence_prob)
+    factors = np.concatenate([presence.astype(np.int64), SmileyData().discretise_sources(sources)], axis=1)
+    return {"x": images[:, None].astype(np.uint8), "factors": factors, "sources": sources.astype(np.float64),
+            "presence": presence.astype(np.uint8)}
+
+
+def build_dsprites(params: DSpritesParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
+    """Distinct points of the dSprites factor grid in a seeded random order, rendered."""
+    from priorlab.data.dsprites import FACTOR_SIZES, index_to_factors, render_dsprites
+
+    n, grid = params.n_train + params.n_test, int(np.prod(FACTOR_SIZES))
+    if n > grid:
+        raise DataError(f"dsprites: n_train + n_test = {n} exceeds the {grid} images of the factor grid")
+    index = np.sort(rs.choice(grid, size=n, replace=False))
+    index = index[rs.permutation(n)]
+    factors = index_to_factors(index)
+    return {"x": render_dsprites(factors, params.resolution)[:, None], "factors": factors.astype(np.int64)}
+
+
+def build_mnist_format(params: MNISTParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
+    """MNIST (50k train / 10k test of the classic split) or Fashion-MNIST (60k / 10k) subsets.
+
+    The first ``n_train`` training and ``n_test`` test images in a seeded random order; grey
+    levels as uint8 0..255, or binarised once here (``binarise``: fixed 0.5 threshold or
+    Bernoulli draws with the data seed).
+    """
+    if params.kind == "mnist":
+        from priorlab.data.mnist import load_mnist
+
+        raw = load_mnist(dtype="uint8")
+    else:
+        from priorlab.data.fashion_mnist import load_fashion_mnist
+
+        raw = load_fashion_mnist()
+    split = {}
+    for name, n in (("train", params.n_train), ("test", params.n_test)):
+        x, y = raw[f"x_{name}"], raw[f"y_{name}"]
+        if n > len(x):
+            raise DataError(f"{params.kind}: n_{name} = {n} exceeds the {len(x)} {name} images")
+        idx = rs.permutation(len(x))[:n]
+        split[name] = (x[idx], np.asarray(y[idx], dtype=np.int64))
+    x = np.concatenate([split["train"][0], split["test"][0]])
+    if params.binarise != "none":
+        from priorlab.data.mnist import binarise
+
+        x = binarise(x.astype(np.float32) / 255.0, params.binarise, random_state=rs).astype(np.uint8)
+    return {"x": x[:, None], "labels": np.concatenate([split["train"][1], split["test"][1]])}
+
+
+def _smiley_data(params: SmileyParams) -> GroundTruthData:
+    from priorlab.data.smiley import SmileyData
+
+    return SmileyData()
+
+
+def _dsprites_data(params: DSpritesParams) -> GroundTruthData:
+    from priorlab.data.dsprites import DSprites
+
+    return DSprites(resolution=params.resolution)
+
+
+def _grey_levels(params: MNISTParams) -> int:
+    return 255 if params.binarise == "none" else 1
+
+
+_MNIST_FORMAT = DatasetBuilder(build_mnist_format, observation_kind="image", version="1", num_classes=10,
+                               pixel_max=_grey_levels)
+
+def build_sparse_synthetic(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
+    """Paper 003 §2.2: z ~ N(0, [[1, ρ], [ρ, 1]]), x = f(z) + noise (f of eq. 9); the true z as ``sources``."""
+    from priorlab.data.sparse_synthetic import N_FACTORS, N_FEATURES, sparse_map
+
+    n = params.n_train + params.n_test
+    chol = np.linalg.cholesky(np.array([[1.0, params.rho], [params.rho, 1.0]]))
+    z = rs.standard_normal((n, N_FACTORS)) @ chol.T
+    x = sparse_map(z) + params.noise_std * rs.standard_normal((n, N_FEATURES))
+    return {"x": x.astype(np.float32), "sources": z}
+
+
+DATASET_BUILDERS: dict[str, DatasetBuilder] = {
+    "smiley": DatasetBuilder(build_smiley, observation_kind="image", version="1", ground_truth=_smiley_data),
+    "dsprites": DatasetBuilder(build_dsprites, observation_kind="image", version="1", ground_truth=_dsprites_data),
+    "mnist": _MNIST_FORMAT,
+    "fashion_mnist": _MNIST_FORMAT,
+    "sparse_synthetic": DatasetBuilder(build_sparse_synthetic, observation_kind="vector", version="1"),
+}
+"""``kind`` → its builder (the parameter class of a kind is ``priorlab.config.DATASET_PARAMS[kind]``)."""
+
+
+def dataset_builder(kind: str) -> DatasetBuilder:
+    """The builder of data set ``kind``; a clear error for an unknown kind."""
+    try:
+        return DATASET_BUILDERS[kind]
+    except KeyError:
+        raise ValueError(f"unknown data set kind {kind!r}; allowed: {', '.join(DATASET_BUILDERS)}") from None

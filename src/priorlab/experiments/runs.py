@@ -1,0 +1,49 @@
+"""Trained runs for the experiment stages: the runs of a group, a run's model with its data, and
+a model applied to many inputs in batches (no gradients, float64 numpy out)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from priorlab import paths
+from priorlab.config import Params
+
+if TYPE_CHECKING:
+    from priorlab.data.store import Dataset
+    from priorlab.models.vae import VAE
+
+
+def is_trained(run: str) -> bool:
+    """Whether the ``train`` stage has written the run's model."""
+    return (paths.train_dir(run) / "model.pt").is_file()
+
+
+def group_runs(params: Params, *groups: str, trained: bool = False) -> list[str]:
+    """Names of the runs of ``params.runs`` in any of ``groups``, in params order; with ``trained``
+    only those whose trained model exists."""
+    return [r for r, spec in params.runs.items() if spec.group in groups and (not trained or is_trained(r))]
+
+
+def load_trained(params: Params, run: str) -> tuple[VAE, Dataset]:
+    """The trained model of ``run`` (eval mode) and the data set of its setup."""
+    from priorlab.pipeline import load_model, load_setup_data
+
+    r = params.run(run)
+    data = load_setup_data(params, r.setup)
+    model, _ = load_model(params, r.setup, r.model, paths.train_dir(run) / "model.pt", data.obs_shape)
+    return model, data
+
+
+@torch.no_grad()
+def in_batches(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, batch: int = 500) -> np.ndarray:
+    """``fn`` over ``x`` in batches of ``batch`` rows, concatenated: a float64 array."""
+    return torch.cat([fn(x[s : s + batch]) for s in range(0, len(x), batch)]).double().numpy()
+
+
+def encode(model: VAE, x: torch.Tensor, batch: int = 500) -> np.ndarray:
+    """The representation (posterior mean) of ``x``: ``[N, D]`` float64."""
+    return in_batches(model.represent, x, batch)

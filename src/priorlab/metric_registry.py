@@ -1,0 +1,129 @@
+"""The registry of evaluation metrics: one entry per metric, used by config validation, the
+evaluate stage and the report.
+
+An entry names the metric (the value listed in ``evaluate.metrics``), what it needs from the
+run (``ground_truth``: a data set with a ``GroundTruthData`` sampler; ``labels``: class labels;
+``elbo``: a model with ELBO terms), the function that computes it and the report columns it
+fills (a dotted key of the metrics file → a column title).  Adding a metric is one entry here.
+
+This module is light (no numpy, torch or scikit-learn at import): the functions import
+:mod:`priorlab.metrics` when they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from priorlab.config import EvaluateParams
+    from priorlab.data.base import GroundTruthData
+
+
+@dataclass(frozen=True)
+class SampledFactors:
+    """What the ground-truth metrics share: a GroundTruthData sampler, the representation
+    function, the settings, one random state, and the points sampled once from it (in the
+    reference library's order: train factors and observations, then test)."""
+
+    data: GroundTruthData
+    represent: Callable[[np.ndarray], np.ndarray]
+    params: EvaluateParams
+    random_state: np.random.RandomState
+    factors_train: np.ndarray
+    codes_train: np.ndarray
+    factors_test: np.ndarray
+    codes_test: np.ndarray
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    needs: frozenset[str]
+    compute: Callable[[SampledFactors], dict[str, Any]]
+    columns: tuple[tuple[str, str], ...]
+
+
+def _mig(s: SampledFactors) -> dict[str, Any]:
+    from priorlab import metrics
+
+    return {"mig": metrics.mig(s.codes_train, s.factors_train, n_bins=s.params.n_bins)}
+
+
+def _dci(s: SampledFactors) -> dict[str, Any]:
+    from priorlab import metrics
+
+    out = metrics.dci(s.codes_train, s.factors_train, s.codes_test, s.factors_test, random_state=s.random_state,
+                      backend=s.params.dci_backend, n_jobs=s.params.n_jobs)
+    return {"dci": {k: v for k, v in out.items() if k != "importance_matrix"}}
+
+
+def _sap(s: SampledFactors) -> dict[str, Any]:
+    from priorlab import metrics
+
+    return {"sap": metrics.sap(s.codes_train, s.factors_train, s.codes_test, s.factors_test)}
+
+
+def _modularity(s: SampledFactors) -> dict[str, Any]:
+    from priorlab import metrics
+
+    return {"modularity_explicitness": metrics.modularity_explicitness(
+        s.codes_train, s.factors_train, s.codes_test, s.factors_test, n_bins=s.params.n_bins)}
+
+
+def _beta_vae(s: SampledFactors) -> dict[str, Any]:
+    from priorlab import metrics
+
+    p = s.params
+    return {"beta_vae_score": metrics.beta_vae_score(
+        s.data, s.represent, s.random_state, batch_size=p.metric_batch_size, num_train=p.metric_num_train,
+        num_eval=p.metric_num_test)}
+
+
+def _factor_vae(s: SampledFactors) -> dict[str, Any]:
+    from priorlab import metrics
+
+    p = s.params
+    return {"factor_vae_score": metrics.factor_vae_score(
+        s.data, s.represent, s.random_state, batch_size=p.metric_batch_size, num_train=p.metric_num_train,
+        num_eval=p.metric_num_test, num_variance_estimate=p.metric_num_train)}
+
+
+_GT = frozenset({"ground_truth"})
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("mig", _GT, _mig, (("disentanglement.mig", "MIG"),)),
+        Metric("dci", _GT, _dci, (("disentanglement.dci.disentanglement", "DCI D"),
+                                  ("disentanglement.dci.completeness", "DCI C"),
+                                  ("disentanglement.dci.informativeness_test", "DCI I"))),
+        Metric("sap", _GT, _sap, (("disentanglement.sap", "SAP"),)),
+        Metric("modularity", _GT, _modularity,
+               (("disentanglement.modularity_explicitness.modularity", "modularity"),)),
+        Metric("beta_vae", _GT, _beta_vae, (("disentanglement.beta_vae_score.eval_accuracy", "β-VAE score"),)),
+        Metric("factor_vae", _GT, _factor_vae,
+               (("disentanglement.factor_vae_score.eval_accuracy", "FactorVAE score"),)),
+    )
+}
+"""The selectable metrics (``evaluate.metrics``), computed in this order (it fixes the random
+draws: the same selection always gives the same numbers)."""
+
+MODEL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("test.elbo", "test ELBO"),
+    ("test.log_lik", "E log p(x|z)"),
+    ("test.kl", "KL"),
+    ("test.iw_log_likelihood", "log p(x) (IW)"),
+    ("active_dims", "active dims"),
+)
+"""Report columns of what evaluate always measures (the ELBO terms for models that have them)."""
+
+
+def report_columns() -> dict[str, str]:
+    """Dotted metrics-file key → report column title, model-side first, then every metric's."""
+    cols = dict(MODEL_COLUMNS)
+    for m in METRICS.values():
+        cols.update(m.columns)
+    return cols
