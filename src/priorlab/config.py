@@ -238,9 +238,20 @@ class VSCParams(ModelParams):
 
     The spike pre-training (λ = 0, eq. 7) is the pipeline's pretrain stage: point
     ``setups.<name>.pretrain_model`` at a ``vsc`` entry.  Ramps count train steps.
+
+    The paper's objective is the default.  The authors' released code differs in ways that decide
+    whether the spikes become input-dependent (``models/vae_ss_ss_vamp_ept_sp.py``): sharpened
+    pseudo-input spikes, a KL on the unwarmed slabs, its Bernoulli KL, Xavier pseudo-inputs, its
+    selector and warm-up, c = 100 fixed.  Each is an option; ``preset: released_code`` sets every
+    option left at its paper default to the code's value (:meth:`resolved`; a value other than the
+    paper default is kept).
     """
 
     own_prior: typing.ClassVar[bool] = True
+    RELEASED_CODE: typing.ClassVar[dict] = {
+        "selector": "code", "warmup_variant": "code", "prior_spike_sharpening": 10.0, "kl_slabs": "unwarmed",
+        "bernoulli_kl": "code", "pseudo_input_init": "xavier", "sharpness_start": 100.0, "sharpness_end": 100.0,
+    }
 
     alpha: float = 0.01  # prior spike probability α of the sparsity term (eq. 4)
     n_pseudo_inputs: int = 20  # paper D.1 (the released code's examples use 10)
@@ -252,9 +263,28 @@ class VSCParams(ModelParams):
     sharpness_start: float = 50.0  # c of T(y) = S(c y) (B.2): 50 → 200 in the paper, fixed 100 in the code
     sharpness_end: float = 200.0
     sharpness_ramp_steps: int = 0  # train steps over which c goes start → end; the pretrain uses c_start
+    # the released code's choices (off = the paper)
+    prior_spike_sharpening: float = 0.0  # ν of γ_u ← σ(ν(γ_u − ½)) in the spike KL and sparsity term; code: 10
+    kl_slabs: Literal["warmed", "unwarmed"] = "warmed"  # code: the KL on the unwarmed slabs (Alg. 1 line 7)
+    bernoulli_kl: Literal["clamped", "code"] = "clamped"  # code: log γ as is, ε only inside log(1 − γ + ε)
+    pseudo_input_init: Literal["uniform", "xavier"] = "uniform"  # code: Xavier (≈ ±0.08)
+    preset: Literal["paper", "released_code"] = "paper"
+
+    def resolved(self) -> "VSCParams":
+        """The settings the model is built with: ``preset: released_code`` fills the code's values into
+        every option left at its paper default."""
+        if self.preset != "released_code":
+            return self
+        defaults = {f.name: f.default for f in dataclasses.fields(VSCParams)}
+        return dataclasses.replace(self, **{k: v for k, v in self.RELEASED_CODE.items()
+                                            if getattr(self, k) == defaults[k]})
+
+    def record(self) -> dict:
+        return ModelParams.record(self.resolved())
 
     def check(self, key: str) -> None:
         super().check(key)
+        _non_negative(f"{key}.prior_spike_sharpening", self.prior_spike_sharpening)
         if not 0.0 < self.alpha < 1.0:
             raise ParamsError(f"{key}.alpha must be in (0, 1), got {self.alpha}")
         _positive(f"{key}.n_pseudo_inputs", self.n_pseudo_inputs)
@@ -366,6 +396,32 @@ MODEL_PARAMS["ppca"] = PPCAParams
 MODEL_PARAMS["vsc"] = VSCParams
 MODEL_PARAMS["beta_tcvae"] = BetaTCVAEParams
 MODEL_PARAMS["fmvae"] = FactorialMixtureParams
+
+
+@dataclass(frozen=True)
+class FactorVAEParams(ModelParams):
+    """FactorVAE (Kim & Mnih 2018): γ on the discriminator's TC estimate; Adam settings as
+    disentanglement_lib (VAE at ``train.lr`` with ``vae_betas``; discriminator at its own)."""
+
+    gamma: float = 40.0
+    discriminator_hidden: list[int] = field(default_factory=lambda: [1000] * 6)
+    discriminator_lr: float = 1e-4
+    discriminator_betas: list[float] = field(default_factory=lambda: [0.5, 0.9])
+    vae_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        _non_negative(f"{key}.gamma", self.gamma)
+        _positive(f"{key}.discriminator_lr", self.discriminator_lr)
+        for i, h in enumerate(self.discriminator_hidden):
+            _positive(f"{key}.discriminator_hidden[{i}]", h)
+        for name in ("discriminator_betas", "vae_betas"):
+            betas = getattr(self, name)
+            if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+                raise ParamsError(f"{key}.{name} must be two numbers in [0, 1), got {betas}")
+
+
+MODEL_PARAMS["factor_vae"] = FactorVAEParams
 
 
 @dataclass(frozen=True)

@@ -43,13 +43,16 @@ def _build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...
     """VSC (paper 002) on the setup's nets; the encoder emits μ, log σ², v per latent."""
     from priorlab.models.vsc import VSC, PseudoInputPrior, SpikeSlabPosterior
 
+    model = model.resolved()  # the released-code preset, if chosen
     posterior = SpikeSlabPosterior(setup.latent_dim, model.warmup_variant, model.sharpness_start)
     encoder, decoder, likelihood = build_nets(setup, obs_shape, posterior.params_per_dim)
     prior = PseudoInputPrior(obs_shape, model.n_pseudo_inputs, model.selector, model.selector_scale,
-                             model.selector_shift)
+                             model.selector_shift, init=model.pseudo_input_init)
     return VSC(encoder, posterior, decoder, likelihood, prior, alpha=model.alpha, beta=model.beta,
                warmup_ramp_steps=model.warmup_ramp_steps, sharpness_start=model.sharpness_start,
-               sharpness_end=model.sharpness_end, sharpness_ramp_steps=model.sharpness_ramp_steps)
+               sharpness_end=model.sharpness_end, sharpness_ramp_steps=model.sharpness_ramp_steps,
+               prior_spike_sharpening=model.prior_spike_sharpening, kl_slabs=model.kl_slabs,
+               bernoulli_kl=model.bernoulli_kl)
 
 
 def _build_beta_tcvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
@@ -84,6 +87,20 @@ def _build_ppca(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ..
 
 
 MODEL_BUILDERS["ppca"] = _build_ppca
+
+
+def _build_factor_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
+    """FactorVAE (Kim & Mnih 2018) on exactly the VAE's nets and the configured prior, + a discriminator."""
+    from priorlab.models.factor_vae import FactorVAE
+
+    vae = _build_vae(setup, model, obs_shape)
+    return FactorVAE(vae.encoder, vae.posterior_head, vae.decoder, vae.likelihood, vae.prior, setup.latent_dim,
+                     gamma=model.gamma, beta=model.beta, discriminator_hidden=model.discriminator_hidden,
+                     vae_betas=tuple(model.vae_betas), discriminator_lr=model.discriminator_lr,
+                     discriminator_betas=tuple(model.discriminator_betas))
+
+
+MODEL_BUILDERS["factor_vae"] = _build_factor_vae
 
 
 def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:

@@ -45,11 +45,14 @@ def kl_term(q: Distribution, p: Distribution, z: torch.Tensor) -> torch.Tensor:
         return q.log_prob(z) - p.log_prob(z)
 
 
-def elbo_terms(x: torch.Tensor, q: Distribution, p: Distribution, decode, likelihood) -> ElboTerms:
-    """Single-sample reparameterised ELBO terms of a batch ``x``."""
+def elbo_terms(x: torch.Tensor, q: Distribution, p: Distribution, decode, likelihood,
+               kl: torch.Tensor | None = None) -> ElboTerms:
+    """Single-sample reparameterised ELBO terms of a batch ``x``.  ``kl``: a model's own KL term
+    per observation in place of KL(q || p) (e.g. VSC's released-code variant, whose KL is taken on
+    other slabs than the ones it samples from)."""
     z = q.rsample()
     log_lik = likelihood.log_prob(x, decode(z))
-    return ElboTerms(log_lik=log_lik, kl=kl_term(q, p, z), z=z, q=q, p=p)
+    return ElboTerms(log_lik=log_lik, kl=kl_term(q, p, z) if kl is None else kl, z=z, q=q, p=p)
 
 
 def objective(terms: ElboTerms, beta: float = 1.0, kl_weight: float = 1.0) -> torch.Tensor:

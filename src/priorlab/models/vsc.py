@@ -33,6 +33,8 @@ from priorlab.priors.base import Prior
 from priorlab.priors.spike_slab import (
     SpikeSlabNormal,
     pseudo_input_mixture_kl,
+    pseudo_input_mixture_kl_code,
+    sharpen_spikes,
     selected_prior_gamma,
     selector_weights_code,
     selector_weights_paper,
@@ -41,6 +43,20 @@ from priorlab.priors.spike_slab import (
 )
 
 __all__ = ["PseudoInputPrior", "SelectedPseudoInputPrior", "SpikeSlabPosterior", "VSC", "ramp"]
+
+
+def spike_diagnostics(gamma: torch.Tensor, weights: torch.Tensor, varies: float = 0.1) -> dict[str, torch.Tensor]:
+    """Per-batch spike statistics logged during training, to see when the spikes escape the collapse:
+    input-dependent dims (std of γ over the batch > ``varies``), distinct on/off patterns (γ > 1/2),
+    mean active dims per input, and the mean entropy (nats) of the normalised selection weights."""
+    on = gamma > 0.5
+    w = weights / weights.sum(-1, keepdim=True)
+    return {
+        "spike_input_dependent": (gamma.std(0) > varies).sum().to(gamma.dtype),
+        "spike_patterns": torch.tensor(float(torch.unique(on, dim=0).shape[0])),
+        "spike_active_per_input": on.sum(-1).to(gamma.dtype).mean(),
+        "selector_entropy": -(w * torch.log(w.clamp_min(1e-30))).sum(-1).mean(),
+    }
 
 
 def ramp(step: int, steps: int, start: float, end: float) -> float:
@@ -67,16 +83,23 @@ class SpikeSlabPosterior(nn.Module):
         self.register_buffer("lam", torch.tensor(1.0))
         self.register_buffer("sharpness", torch.tensor(float(sharpness)))
 
-    def parameters_of(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(γ, slab mean, slab log-variance)`` after the warm-up, each ``[..., J]``."""
+    def raw_parameters(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log γ, slab mean, slab log-variance)`` before the warm-up, ``log γ = -ReLU(-v)`` (A.2)."""
         mu, logvar, v = features.chunk(3, dim=-1)
-        logvar = logvar.clamp(self.min_logvar, self.max_logvar)
-        gamma = torch.exp(-torch.relu(-v))
+        return -torch.relu(-v), mu, logvar.clamp(self.min_logvar, self.max_logvar)
+
+    def warm(self, mu: torch.Tensor, logvar: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Slab ``(mean, log-variance)`` under the current warm-up ``λ`` (eq. 7)."""
         lam = float(self.lam)
         if lam == 1.0:
-            return gamma, mu, logvar
+            return mu, logvar
         loc, var = spike_slab_warmup(mu, logvar, lam, self.warmup_variant)
-        return gamma, loc, torch.log(var)
+        return loc, torch.log(var)
+
+    def parameters_of(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(γ, slab mean, slab log-variance)`` after the warm-up, each ``[..., J]``."""
+        log_gamma, mu, logvar = self.raw_parameters(features)
+        return (torch.exp(log_gamma), *self.warm(mu, logvar))
 
     def distribution(self, gamma: torch.Tensor, loc: torch.Tensor, logvar: torch.Tensor) -> Distribution:
         """``Independent(SpikeSlabNormal)`` from the outputs of :meth:`parameters_of` (current sharpness)."""
@@ -94,18 +117,26 @@ class PseudoInputPrior(Prior):
     The selector is one linear layer on the flattened observation; its outputs are made positive
     with a sigmoid and normalised (``selector="paper"``: unit sum then ``S(a(u - b))``;
     ``"code"``: unit-sum weights, the released code's weighted average).  Pseudo-inputs start
-    uniform in [0, 1] (the data range) from torch's global RNG (seeded by the pipeline).
+    uniform in [0, 1] (the data range; ``init="uniform"``) or Xavier-uniform on the ``[U, D]`` matrix
+    (``init="xavier"``: about ±0.08 at U = 10, D = 1024, as the released code), from torch's global
+    RNG (seeded by the pipeline).
     """
 
     def __init__(self, obs_shape: tuple[int, ...], n_pseudo: int, selector: str = "paper",
-                 scale: float = 60.0, shift: float = 0.5):
+                 scale: float = 60.0, shift: float = 0.5, init: str = "uniform"):
         super().__init__()
         if n_pseudo < 1:
             raise ValueError(f"n_pseudo must be >= 1, got {n_pseudo}")
         if selector not in ("paper", "code"):
             raise ValueError(f"selector must be 'paper' or 'code', got {selector!r}")
+        if init not in ("uniform", "xavier"):
+            raise ValueError(f"init must be 'uniform' or 'xavier', got {init!r}")
         self.selector_kind, self.scale, self.shift = selector, float(scale), float(shift)
-        self.pseudo_inputs = nn.Parameter(torch.rand(n_pseudo, *obs_shape))
+        if init == "uniform":
+            pseudo = torch.rand(n_pseudo, *obs_shape)
+        else:
+            pseudo = nn.init.xavier_uniform_(torch.empty(n_pseudo, math.prod(obs_shape))).view(n_pseudo, *obs_shape)
+        self.pseudo_inputs = nn.Parameter(pseudo)
         self.selector = nn.Linear(math.prod(obs_shape), n_pseudo)
 
     def weights(self, x: torch.Tensor) -> torch.Tensor:
@@ -187,13 +218,21 @@ class VSC(VAE):
 
     def __init__(self, encoder, posterior: SpikeSlabPosterior, decoder, likelihood, prior: PseudoInputPrior, *,
                  alpha: float, beta: float = 1.0, warmup_ramp_steps: int = 0, sharpness_start: float = 50.0,
-                 sharpness_end: float = 200.0, sharpness_ramp_steps: int = 0):
+                 sharpness_end: float = 200.0, sharpness_ramp_steps: int = 0, prior_spike_sharpening: float = 0.0,
+                 kl_slabs: str = "warmed", bernoulli_kl: str = "clamped"):
         super().__init__(encoder, posterior, decoder, likelihood, prior, beta=beta)
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
         if sharpness_start <= 0 or sharpness_end <= 0:
             raise ValueError(f"sharpness must be > 0, got {sharpness_start!r}, {sharpness_end!r}")
+        if prior_spike_sharpening < 0 or kl_slabs not in ("warmed", "unwarmed") or \
+                bernoulli_kl not in ("clamped", "code"):
+            raise ValueError(f"bad released-code option: prior_spike_sharpening={prior_spike_sharpening!r}, "
+                             f"kl_slabs={kl_slabs!r}, bernoulli_kl={bernoulli_kl!r}")
         self.alpha = float(alpha)
+        # the released code's choices (issue: VSC fidelity); all off = the paper's objective
+        self.prior_spike_sharpening, self.kl_slabs, self.bernoulli_kl = float(prior_spike_sharpening), kl_slabs, \
+            bernoulli_kl
         self.warmup_ramp_steps, self.sharpness_ramp_steps = int(warmup_ramp_steps), int(sharpness_ramp_steps)
         self.sharpness_start, self.sharpness_end = float(sharpness_start), float(sharpness_end)
         self.phase = "train"
@@ -238,17 +277,41 @@ class VSC(VAE):
         n = x.shape[0]
         pseudo = self.prior.pseudo_inputs.to(x.dtype)
         feats = self.encoder(torch.cat([x, pseudo]))
-        gamma, loc, logvar = self.posterior_head.parameters_of(feats)  # one head pass for both (row-wise maths)
-        q = self.posterior_head.distribution(gamma[:n], loc[:n], logvar[:n])
-        p = SelectedPseudoInputPrior(gamma[n:], loc[n:], logvar[n:], self.prior.weights(x))
-        terms = elbo_terms(x, q, p, self.decode, self.likelihood)
+        head = self.posterior_head
+        log_gamma, mu, logvar = head.raw_parameters(feats)  # one head pass for both (row-wise maths)
+        gamma = torch.exp(log_gamma)
+        loc, wlogvar = head.warm(mu, logvar)
+        q = head.distribution(gamma[:n], loc[:n], wlogvar[:n])  # the warmed slabs: training draws (eq. 7)
+        weights = self.prior.weights(x)
+        if self.paper_objective:
+            p = SelectedPseudoInputPrior(gamma[n:], loc[n:], wlogvar[n:], weights)
+            terms = elbo_terms(x, q, p, self.decode, self.likelihood)
+        else:
+            kmu, klv = (mu, logvar) if self.kl_slabs == "unwarmed" else (loc, wlogvar)
+            log_gamma_u = log_gamma[n:]
+            if self.prior_spike_sharpening > 0:
+                log_gamma_u = sharpen_spikes(log_gamma_u, self.prior_spike_sharpening)
+            p = SelectedPseudoInputPrior(torch.exp(log_gamma_u), kmu[n:], klv[n:], weights)
+            if self.bernoulli_kl == "code":
+                kl = pseudo_input_mixture_kl_code(log_gamma[:n], kmu[:n], klv[:n], log_gamma_u, kmu[n:], klv[n:],
+                                                  weights)
+            else:
+                kl = pseudo_input_mixture_kl(gamma[:n], kmu[:n], klv[:n], p.gamma_u, kmu[n:], klv[n:], weights)
+            terms = elbo_terms(x, q, p, self.decode, self.likelihood, kl=kl)
         terms.extra.update(self.extra_terms(x, terms, labels))
+        terms.logs.update(spike_diagnostics(gamma[:n].detach(), weights.detach()))
         return terms
+
+    @property
+    def paper_objective(self) -> bool:
+        """True unless a released-code option changes the objective (see ``VSCParams``)."""
+        return self.prior_spike_sharpening == 0 and self.kl_slabs == "warmed" and self.bernoulli_kl == "clamped"
 
     def extra_terms(self, x: torch.Tensor, terms: ElboTerms, labels: torch.Tensor | None = None
                     ) -> dict[str, torch.Tensor]:
         """Eq. 4's sparsity penalty ``J · KL(Bern ḡ_u* || Bern α)`` per observation."""
-        return {"sparsity": sparsity_kl(terms.p.selected_gamma, self.alpha, float(self.latent_dim))}
+        return {"sparsity": sparsity_kl(terms.p.selected_gamma, self.alpha, float(self.latent_dim),
+                                        bernoulli=self.bernoulli_kl)}
 
     @torch.no_grad()
     def spike_probabilities(self, x: torch.Tensor) -> torch.Tensor:

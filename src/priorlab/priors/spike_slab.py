@@ -31,10 +31,13 @@ __all__ = [
     "DEFAULT_GAMMA_EPS",
     "SpikeSlabNormal",
     "bernoulli_kl",
+    "bernoulli_kl_code",
     "gaussian_kl",
+    "sharpen_spikes",
     "spike_slab_kl",
     "spike_slab_warmup",
     "pseudo_input_mixture_kl",
+    "pseudo_input_mixture_kl_code",
     "selector_weights_paper",
     "selector_weights_code",
     "selected_prior_gamma",
@@ -206,6 +209,23 @@ def bernoulli_kl(
     return q * (torch.log(q) - torch.log(p)) + (1.0 - q) * (torch.log1p(-q) - torch.log1p(-p))
 
 
+def bernoulli_kl_code(log_q: torch.Tensor, log_p: torch.Tensor, eps: float = DEFAULT_GAMMA_EPS) -> torch.Tensor:
+    """Elementwise ``KL(Bern q || Bern p)`` as the released code writes it (``vae_ss_ss_vamp_ept_sp.py``):
+    ``q (log q - log p) + (1 - q) (log(1 - q + eps) - log(1 - p + eps))`` from the log-probabilities,
+    with ``eps`` only inside ``log(1 - .)``: no clamp, so gradients survive at q, p -> 0 and 1."""
+    _check_eps(eps)
+    q, p = torch.exp(log_q), torch.exp(log_p)
+    return q * (log_q - log_p) + (1.0 - q) * (torch.log(1.0 - q + eps) - torch.log(1.0 - p + eps))
+
+
+def sharpen_spikes(log_gamma: torch.Tensor, nu: float) -> torch.Tensor:
+    """The released code's sharpened pseudo-input spikes: ``log sigmoid(nu (gamma - 1/2))`` (not in the
+    paper; ``nu = 10`` in the code, applied in the spike KL and the sparsity term)."""
+    if not nu > 0:
+        raise ValueError(f"nu must be > 0, got {nu!r}")
+    return torch.nn.functional.logsigmoid(nu * (torch.exp(log_gamma) - 0.5))
+
+
 def spike_slab_kl(
     gamma_q: torch.Tensor,
     mu_q: torch.Tensor,
@@ -256,6 +276,27 @@ def spike_slab_warmup(
 
 
 # ============================================================================ pseudo-input prior
+def pseudo_input_mixture_kl_code(
+    log_gamma: torch.Tensor,
+    mu: torch.Tensor,
+    logvar: torch.Tensor,
+    log_gamma_u: torch.Tensor,
+    mu_u: torch.Tensor,
+    logvar_u: torch.Tensor,
+    weights: torch.Tensor,
+    eps: float = DEFAULT_GAMMA_EPS,
+) -> torch.Tensor:
+    """:func:`pseudo_input_mixture_kl` with the released code's Bernoulli KL (:func:`bernoulli_kl_code`) on
+    log spike probabilities, per data point ``[B]``; plain autograd over the ``[B, U, J]`` terms."""
+    _check_2d("log_gamma", log_gamma, mu, logvar, names=("log_gamma", "mu", "logvar"))
+    _check_2d("log_gamma_u", log_gamma_u, mu_u, logvar_u, names=("log_gamma_u", "mu_u", "logvar_u"))
+    if weights.shape != (log_gamma.shape[0], log_gamma_u.shape[0]):
+        raise ValueError(f"weights must have shape [B, U], got {tuple(weights.shape)}")
+    slab = gaussian_kl(mu[:, None], logvar[:, None], mu_u[None], logvar_u[None])  # [B, U, J]
+    spike = bernoulli_kl_code(log_gamma[:, None], log_gamma_u[None], eps)
+    return (weights * (torch.exp(log_gamma)[:, None] * slab + spike).sum(-1)).sum(-1)
+
+
 def pseudo_input_mixture_kl(
     gamma: torch.Tensor,
     mu: torch.Tensor,
@@ -408,6 +449,7 @@ def sparsity_kl(
     alpha: float,
     multiplier: float,
     eps: float = DEFAULT_GAMMA_EPS,
+    bernoulli: Literal["clamped", "code"] = "clamped",
 ) -> torch.Tensor:
     """Sparsity penalty ``multiplier * KL(Bern g || Bern alpha)``, ``g = mean_j gamma_prior`` (eq. 4).
 
@@ -422,6 +464,8 @@ def sparsity_kl(
     if gamma_prior.dim() < 1 or gamma_prior.shape[-1] == 0:
         raise ValueError("gamma_prior needs a non-empty last (latent) dimension")
     g_bar = gamma_prior.mean(-1)
+    if bernoulli == "code":
+        return multiplier * bernoulli_kl_code(torch.log(g_bar), torch.full_like(g_bar, math.log(alpha)), eps)
     return multiplier * bernoulli_kl(g_bar, torch.full_like(g_bar, alpha), eps)
 
 
