@@ -62,7 +62,7 @@ def project(tmp_path_factory) -> Path:
 
 def test_outputs_and_metric_ranges(project):
     for run in RUNS:
-        m = json.loads((project / "metrics" / f"{run}.json").read_text())
+        m = json.loads((project / "metrics" / "baselines" / f"{run}.json").read_text())
         t = m["test"]
         assert -2000 < t["elbo"] < 0 and t["kl"] >= 0
         assert t["elbo"] == pytest.approx(t["log_lik"] - t["kl"], abs=1e-3)
@@ -85,7 +85,7 @@ def test_em_model_on_vector_data_skips_pretraining_and_resumes_after_kill(projec
     run = "synthetic-ppca-0"
     pre = json.loads((project / "models" / "pretrain" / "synthetic" / "meta.json").read_text())
     assert pre["skipped"] and not (project / "models" / "pretrain" / "synthetic" / "model.pt").exists()
-    m = json.loads((project / "metrics" / f"{run}.json").read_text())
+    m = json.loads((project / "metrics" / "baselines" / f"{run}.json").read_text())
     assert "test" not in m and m["latent_dim"] == 2 and m["model_extras"]["test_log_likelihood"] > -50
     assert sorted(p.name for p in (project / "reports" / "figures" / run).iterdir()) == ["curves.png"]
     assert run.split("-")[0] in (project / "reports" / "README.md").read_text()
@@ -96,20 +96,20 @@ def test_em_model_on_vector_data_skips_pretraining_and_resumes_after_kill(projec
     dvc(project, "repro", "-s", f"train@{run}")
     lock = yaml.safe_load((project / "dvc.lock").read_text())
     after = {o["path"]: o["md5"] for o in lock["stages"][f"train@{run}"]["outs"]}
-    assert after[f"models/train/{run}"] == before[f"models/train/{run}"]
+    assert after[f"models/train/baselines/{run}"] == before[f"models/train/baselines/{run}"]
     assert not list((project / ".checkpoints").rglob("*.pt"))
 
 
 def test_resumed_and_rerun_outputs_are_identical(project):
     lock = yaml.safe_load((project / "dvc.lock").read_text())
     before = {o["path"]: o["md5"] for o in lock["stages"]["pretrain@smiley"]["outs"]}
-    metrics = (project / "metrics" / "smiley-vae-0.json").read_bytes()
+    metrics = (project / "metrics" / "baselines" / "smiley-vae-0.json").read_bytes()
     dvc(project, "repro", "-f", "-s", "pretrain@smiley")  # uninterrupted rerun of the killed stage
     dvc(project, "repro", "-f", "-s", "evaluate@smiley-vae-0")
     lock = yaml.safe_load((project / "dvc.lock").read_text())
     after = {o["path"]: o["md5"] for o in lock["stages"]["pretrain@smiley"]["outs"]}
     assert before["models/pretrain/smiley"] == after["models/pretrain/smiley"]
-    assert (project / "metrics" / "smiley-vae-0.json").read_bytes() == metrics
+    assert (project / "metrics" / "baselines" / "smiley-vae-0.json").read_bytes() == metrics
 
 
 def test_joint_training_param_reruns_only_downstream(project):

@@ -65,9 +65,9 @@ def test_run_helpers_select_groups_and_encode_in_batches():
     from priorlab.experiments.runs import group_runs, in_batches
 
     params = load_params(Path(__file__).resolve().parents[1] / "profiles" / "cpu.yaml")
-    smiley = group_runs(params, "vsc_smiley")
-    assert smiley and all(params.run(r).group == "vsc_smiley" for r in smiley)
-    both = group_runs(params, "vsc_smiley", "vsc_elbo")
+    smiley = group_runs(params, "vsc_experiments/smiley")
+    assert smiley and all(params.run(r).group == "vsc_experiments/smiley" for r in smiley)
+    both = group_runs(params, "vsc_experiments/smiley", "vsc_experiments/elbo")
     assert both == [r for r in params.runs if r in both] and set(smiley) < set(both)
     calls = []
     out = in_batches(lambda b: calls.append(len(b)) or 2 * b, torch.arange(7.0)[:, None], batch=3)

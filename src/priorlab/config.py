@@ -23,9 +23,9 @@ from typing import Any, Literal
 import yaml
 
 from priorlab.errors import UserError
+from priorlab.metric_registry import DEFAULT_METRICS, METRICS
 
 PROFILES = ("tiny", "cpu", "paper")
-DISENTANGLEMENT_METRICS = ("mig", "dci", "sap", "modularity", "beta_vae", "factor_vae")
 
 
 class ParamsError(UserError, ValueError):
@@ -208,6 +208,7 @@ class ModelParams:
     beta: float = 1.0  # weight of the KL term (β-VAE; 1 = the ELBO; 0 = an autoencoder with noise)
     warm_start: Literal["pretrain", "scratch"] = "pretrain"
     train_steps: int = 0  # joint-training steps of this model (0: train.steps)
+    pretrain_steps: int = 0  # pretraining steps when a setup's pretrain_model is this entry (0: pretrain.steps)
     prior: PriorParams = field(default_factory=PriorParams)
 
     own_prior: typing.ClassVar[bool] = False
@@ -216,6 +217,7 @@ class ModelParams:
         _one_of(f"{key}.kind", self.kind, tuple(MODEL_PARAMS))
         _non_negative(f"{key}.beta", self.beta)
         _non_negative(f"{key}.train_steps", self.train_steps)
+        _non_negative(f"{key}.pretrain_steps", self.pretrain_steps)
         self.prior.check(f"{key}.prior")
         if self.own_prior and self.prior != PriorParams():
             raise ParamsError(f"{key}.prior: kind {self.kind} has its own prior; remove the prior key")
@@ -474,7 +476,7 @@ class EvaluateParams:
     metric_num_test: int = 5000
     metric_batch_size: int = 64  # beta-VAE / FactorVAE score batches
     n_bins: int = 20  # MIG / modularity discretisation
-    metrics: list[str] = field(default_factory=lambda: list(DISENTANGLEMENT_METRICS))
+    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
     # per experiment group (``runs.*.group``), a metric list replacing ``metrics`` for its runs
     group_metrics: dict[str, list[str]] = field(default_factory=dict)
     representation: Literal["mean", "sample"] = "mean"  # encoder mean (reference) or one posterior sample
@@ -495,10 +497,10 @@ class EvaluateParams:
         _positive(f"{key}.n_bins", self.n_bins)
         _positive(f"{key}.n_jobs", self.n_jobs)
         for i, m in enumerate(self.metrics):
-            _one_of(f"{key}.metrics[{i}]", m, DISENTANGLEMENT_METRICS)
+            _one_of(f"{key}.metrics[{i}]", m, tuple(METRICS))
         for group, names in self.group_metrics.items():
             for i, m in enumerate(names):
-                _one_of(f"{key}.group_metrics.{group}[{i}]", m, DISENTANGLEMENT_METRICS)
+                _one_of(f"{key}.group_metrics.{group}[{i}]", m, tuple(METRICS))
         _positive(f"{key}.iw_samples", self.iw_samples)
         _positive(f"{key}.batch_size", self.batch_size)
         _positive(f"{key}.active_threshold", self.active_threshold)
@@ -519,6 +521,70 @@ class FigureParams:
 
 
 @dataclass(frozen=True)
+class IsaStudyParams:
+    """Paper 004's dSprites study (the ``isa_experiments`` stage trains it in-process): every
+    ``models`` entry over the β grid (``beta`` of kind vae, ``tc_weight`` of kind beta_tcvae: the
+    paper's β weights the TC term of (ISA-)β-TCVAE) or, for kind factor_vae, the γ grid, × seeds;
+    from scratch on ``setup`` with ``train``; metrics with ``evaluate``.  ``setup: ""`` = off."""
+
+    setup: str = ""
+    models: list[str] = field(default_factory=list)
+    betas: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0])
+    gammas: list[float] = field(default_factory=lambda: [1.0, 5.0, 10.0])
+    seeds: list[int] = field(default_factory=lambda: [0, 1])
+    train: OptimParams = field(default_factory=lambda: OptimParams(steps=1000, batch_size=64, lr=1e-3))
+    evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+
+    GRID: typing.ClassVar[dict[str, str]] = {"vae": "beta", "beta_tcvae": "tc_weight", "factor_vae": "gamma"}
+
+    def check(self, key: str, params: "Params") -> None:
+        if not self.setup:
+            return
+        _one_of(f"{key}.setup", self.setup, tuple(params.setups))
+        if not self.models:
+            raise ParamsError(f"{key}.models must name at least one models entry")
+        for i, m in enumerate(self.models):
+            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
+            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, tuple(self.GRID))
+        for name in ("betas", "gammas", "seeds"):
+            if not getattr(self, name):
+                raise ParamsError(f"{key}.{name} must not be empty")
+            for i, v in enumerate(getattr(self, name)):
+                _non_negative(f"{key}.{name}[{i}]", v)
+        self.train.check(f"{key}.train")
+        self.evaluate.check(f"{key}.evaluate")
+
+
+@dataclass(frozen=True)
+class SupervisedCeilingParams:
+    """The supervised ceiling of a semi-supervised factor (issue 10, paper 001 sec. 4.2), the
+    ``supervised_ceiling`` stage: per ``targets`` entry (setup -> its data factor, ``label`` = class
+    labels) the setup's encoder with a linear softmax head on all training labels (Adam, ``lr``,
+    ``batch_size``); held-out accuracy on ``n_val`` test points after the first ``evaluate.n_eval``
+    every ``eval_every`` steps; stops after ``patience`` evaluations without a gain or at
+    ``max_steps``.  dSprites setups are also measured at the procedural ``resolutions``."""
+
+    targets: dict[str, str] = field(default_factory=dict)
+    resolutions: list[int] = field(default_factory=list)
+    batch_size: int = 64
+    lr: float = 1e-3
+    eval_every: int = 200
+    patience: int = 3
+    max_steps: int = 3000
+    n_val: int = 1000
+    seed: int = 0
+
+    def check(self, key: str, params: "Params") -> None:
+        for setup in self.targets:
+            _one_of(f"{key}.targets", setup, tuple(params.setups))
+        for i, r in enumerate(self.resolutions):
+            _positive(f"{key}.resolutions[{i}]", r)
+        for name in ("batch_size", "lr", "eval_every", "patience", "max_steps", "n_val"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        _non_negative(f"{key}.seed", self.seed)
+
+
+@dataclass(frozen=True)
 class Params:
     profile: Literal["tiny", "cpu", "paper"]
     device: Literal["cpu", "cuda", "auto"]
@@ -530,6 +596,8 @@ class Params:
     runs: dict[str, RunParams]
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     figures: FigureParams = field(default_factory=FigureParams)
+    isa_study: IsaStudyParams = field(default_factory=IsaStudyParams)
+    supervised_ceiling: SupervisedCeilingParams = field(default_factory=SupervisedCeilingParams)
 
     def check(self) -> None:
         for group in ("datasets", "setups", "models"):
@@ -557,6 +625,8 @@ class Params:
         for group in self.evaluate.group_metrics:
             _one_of("evaluate.group_metrics", group, tuple(groups))
         self.figures.check("figures")
+        self.isa_study.check("isa_study", self)
+        self.supervised_ceiling.check("supervised_ceiling", self)
 
     # convenience lookups used by stages
     def setup(self, name: str) -> SetupParams:

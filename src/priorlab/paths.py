@@ -1,6 +1,8 @@
 """Where every stage reads and writes (relative to the project root).
 
-Runs are the keys of ``runs:`` in params.yaml (by convention ``<setup>-<model>-<seed>``).
+Runs are the keys of ``runs:`` in params.yaml (by convention ``<setup>-<model>-<seed>``).  Trained
+models and metrics files sit in a folder per experiment group (``runs.<run>.group``), so that an
+experiment stage depends on its own groups' runs only: adding runs of another paper leaves it alone.
 """
 
 from __future__ import annotations
@@ -26,16 +28,16 @@ def prior_init_dir(run: str) -> Path:
     return MODELS / "prior_init" / run
 
 
-def train_dir(run: str) -> Path:
-    return MODELS / "train" / run
+def train_dir(run: str, group: str) -> Path:
+    return MODELS / "train" / group / run
 
 
 def live_dir(phase: str, run: str) -> Path:
     return REPORTS / "live" / phase / run
 
 
-def metrics_file(run: str) -> Path:
-    return METRICS / f"{run}.json"
+def metrics_file(run: str, group: str) -> Path:
+    return METRICS / group / f"{run}.json"
 
 
 def figures_dir(run: str) -> Path:

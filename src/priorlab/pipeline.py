@@ -120,8 +120,10 @@ def run_pretrain(params: Params, setup: str) -> dict:
         write_json(paths.pretrain_dir(setup) / "meta.json", meta)
         write_json(paths.live_dir("pretrain", setup) / "skipped.json", meta)  # the stage's curves output
         return meta
-    opt = params.pretrain
     spec = pretrain_spec(params, setup)
+    opt = params.pretrain
+    if spec.pretrain_steps:  # a pretrain model may set its own length (e.g. VSC's spike pre-training)
+        opt = OptimParams(**{**_asdict(opt), "steps": spec.pretrain_steps})
     fp = fingerprint("pretrain", _asdict(params.setup(setup)), _asdict(spec), _asdict(opt), data.manifest["sha256"])
     model = _new_model(params, setup, spec, data.obs_shape, opt.seed)
     model.set_phase("pretrain")
@@ -186,7 +188,7 @@ def run_train(params: Params, run: str) -> dict:
     model.set_phase("train")
     logs = _fit_phase(params, model, data, opt, "train", run, fp)
     meta = {"phase": "train", "run": run, "fingerprint": fp, **logs}
-    save_model(paths.train_dir(run) / "model.pt", model, meta)
+    save_model(paths.train_dir(run, params.run(run).group) / "model.pt", model, meta)
     return meta
 
 
@@ -199,7 +201,7 @@ def run_evaluate(params: Params, run: str) -> dict:
 
     setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
-    model, _ = load_model(params, setup, model_name, paths.train_dir(run) / "model.pt", data.obs_shape)
+    model, _ = load_model(params, setup, model_name, paths.train_dir(run, params.run(run).group) / "model.pt", data.obs_shape)
     s = params.setup(setup)
     result = evaluate_model(
         model,
@@ -211,7 +213,7 @@ def run_evaluate(params: Params, run: str) -> dict:
     )
     result = {"run": run, "group": params.run(run).group, "setup": setup, "model": model_name, "seed": seed,
               "model_params": params.model(model_name).record(), "setup_params": _asdict(s), **result}
-    write_json(paths.metrics_file(run), result)
+    write_json(paths.metrics_file(run, params.run(run).group), result)
     return result
 
 
@@ -225,7 +227,7 @@ def run_figures(params: Params, run: str) -> list[Path]:
 
     setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
-    model, _ = load_model(params, setup, model_name, paths.train_dir(run) / "model.pt", data.obs_shape)
+    model, _ = load_model(params, setup, model_name, paths.train_dir(run, params.run(run).group) / "model.pt", data.obs_shape)
     fp = params.figures
     out = paths.figures_dir(run)
     live = [paths.live_dir("train", run)]
@@ -240,4 +242,4 @@ def run_report(params: Params) -> Path:
     """``report``: the results tables of every run in ``reports/README.md``."""
     from priorlab.report import write_report
 
-    return write_report(params, [read_json(paths.metrics_file(r)) for r in params.runs], paths.REPORTS / "README.md")
+    return write_report(params, [read_json(paths.metrics_file(name, r.group)) for name, r in params.runs.items()], paths.REPORTS / "README.md")

@@ -50,6 +50,10 @@ def settings_frame(params: Params) -> pd.DataFrame:
         rows.append((phase, f"{o.steps} steps, batch {o.batch_size}, Adam lr {o.lr}, KL warm-up {o.kl_warmup_steps}"))
     own = {name: m.train_steps for name, m in params.models.items()
            if m.train_steps and any(r.model == name for r in params.runs.values())}
+    own_pre = {s.pretrain_model: params.models[s.pretrain_model].pretrain_steps for s in params.setups.values()
+               if s.pretraining and params.models[s.pretrain_model].pretrain_steps}
+    if own_pre:
+        rows.append(("pretrain steps set per model", ", ".join(f"{n} {k}" for n, k in own_pre.items())))
     if own:
         rows.append(("train steps set per model", ", ".join(f"{name} {steps}" for name, steps in own.items())))
     for name, s in params.setups.items():

@@ -1,15 +1,15 @@
 """Paper 001's experiments on trained factorial mixture prior VAEs (the ``fmvae_experiments`` stage).
 
-* ELBO vs K (sec. 4.1, fig. 3): runs of group ``fmvae_elbo_vs_k`` (I = 1): the predictive bound
+* ELBO vs K (sec. 4.1, fig. 3): runs of group ``fmvae_experiments/elbo_vs_k`` (I = 1): the predictive bound
   eq. 11, its reconstruction term, KL[z] and KL[r] against log2 K over seeds, and the paper's
   claims tested on the numbers as measured (ELBO rises then saturates; KL[r] rises and KL[z]
   falls with K).
 * Cluster figure (fig. 4): per mixture component, the mean and variance of decoded samples
   z ~ p(z | k) (eq. 10) and a few of them.
-* Semi-supervised factors (sec. 4.2, group ``fmvae_semi_supervised``): held-out accuracy of the
+* Semi-supervised factors (sec. 4.2, group ``fmvae_experiments/semi_supervised``): held-out accuracy of the
   clamped factor's cluster assignment (from ``evaluate``) and a conditional-generation grid
   iterating the supervised k_0 with the other factors fixed per row.
-* Factorial grid (fig. 8, group ``fmvae_factorial``, I = 2): decoded means over (k_1, k_2).
+* Factorial grid (fig. 8, group ``fmvae_experiments/factorial``, I = 2): decoded means over (k_1, k_2).
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from scipy import stats
 
 from priorlab import paths
 from priorlab.experiments.claims import Claim, claims_table, fmt, md_table
-from priorlab.experiments.runs import group_runs, load_trained
+from priorlab.experiments.runs import group_runs, load_trained, metrics_file
 from priorlab.io import atomic_path, read_json, save_figure, write_json
 from priorlab.plots.images import to_grid
 
 NAME = "fmvae_experiments"  # stage, module and report folder
 TITLE, PAPER = "Factorial mixture prior VAE (paper 001)", "001"
-GROUPS = {"elbo_vs_k": "fmvae_elbo_vs_k", "semi_supervised": "fmvae_semi_supervised", "factorial": "fmvae_factorial"}
+GROUPS = {key: f"{NAME}/{key}" for key in ("elbo_vs_k", "semi_supervised", "factorial")}
 OUT = paths.experiment_dir(NAME)
 ACCURACY_GOAL = 0.95
 
@@ -249,7 +249,7 @@ def run_fmvae_experiments(params) -> dict[str, Any]:
     """``fmvae_experiments``: tables, claims and figures of paper 001 into ``reports/fmvae_experiments/``
     (``summary.json`` with the title and claims the report gathers)."""
     runs = group_runs(params, *GROUPS.values())
-    results = [read_json(paths.metrics_file(name)) for name in runs]
+    results = [read_json(metrics_file(params, name)) for name in runs]
     summary: dict[str, Any] = {"title": TITLE, "paper": PAPER, "runs": sorted(runs)}
     seed = params.evaluate.seed
     OUT.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ a model applied to many inputs in batches (no gradients, float64 numpy out)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,15 +18,26 @@ if TYPE_CHECKING:
     from priorlab.models.vae import VAE
 
 
-def is_trained(run: str) -> bool:
+def model_file(params: Params, run: str) -> Path:
+    """The trained model of ``run`` (in its group's folder)."""
+    return paths.train_dir(run, params.run(run).group) / "model.pt"
+
+
+def metrics_file(params: Params, run: str) -> Path:
+    """The metrics file the evaluate stage writes for ``run`` (in its group's folder)."""
+    return paths.metrics_file(run, params.run(run).group)
+
+
+def is_trained(params: Params, run: str) -> bool:
     """Whether the ``train`` stage has written the run's model."""
-    return (paths.train_dir(run) / "model.pt").is_file()
+    return model_file(params, run).is_file()
 
 
 def group_runs(params: Params, *groups: str, trained: bool = False) -> list[str]:
     """Names of the runs of ``params.runs`` in any of ``groups``, in params order; with ``trained``
     only those whose trained model exists."""
-    return [r for r, spec in params.runs.items() if spec.group in groups and (not trained or is_trained(r))]
+    return [r for r, spec in params.runs.items()
+            if spec.group in groups and (not trained or is_trained(params, r))]
 
 
 def load_trained(params: Params, run: str) -> tuple[VAE, Dataset]:
@@ -34,7 +46,7 @@ def load_trained(params: Params, run: str) -> tuple[VAE, Dataset]:
 
     r = params.run(run)
     data = load_setup_data(params, r.setup)
-    model, _ = load_model(params, r.setup, r.model, paths.train_dir(run) / "model.pt", data.obs_shape)
+    model, _ = load_model(params, r.setup, r.model, model_file(params, run), data.obs_shape)
     return model, data
 
 

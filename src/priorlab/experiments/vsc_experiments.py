@@ -3,10 +3,10 @@ prior strength (fig. 1), spike activation per class (fig. 5), conditional genera
 
 Runs are found by their ``group`` in ``runs:``:
 
-* ``vsc_smiley``: VSC, β-VAE (a β grid) and β-TCVAE on Smiley setups of several latent sizes.
+* ``vsc_experiments/smiley``: VSC, β-VAE (a β grid) and β-TCVAE on Smiley setups of several latent sizes.
   Each model is encoded on the data set's freshly generated test split and, when the environment
   variable ``PRIORLAB_SMILEY_TEST_MAT`` names an existing file, on the authors' published test set.
-* ``vsc_elbo``: VSC over α and β-VAE over β on Fashion-MNIST (test ELBO from ``metrics/<run>.json``).
+* ``vsc_experiments/elbo``: VSC over α and β-VAE over β on Fashion-MNIST (test ELBO from ``metrics/<run>.json``).
 
 Definitions (all on the posterior mean, the framework's representation):
 
@@ -40,13 +40,13 @@ import torch
 from priorlab import metrics, paths
 from priorlab.config import Params
 from priorlab.experiments.claims import Claim, claims_table, fmt, md_table, monotone
-from priorlab.experiments.runs import encode, group_runs, in_batches, load_trained
+from priorlab.experiments.runs import encode, group_runs, in_batches, load_trained, metrics_file
 from priorlab.io import atomic_path, write_json
 from priorlab.models.vsc import VSC
 
 NAME = "vsc_experiments"  # stage, module and report folder
 TITLE, PAPER = "Variational Sparse Coding (paper 002)", "002"
-SMILEY_GROUP, ELBO_GROUP = "vsc_smiley", "vsc_elbo"
+SMILEY_GROUP, ELBO_GROUP = f"{NAME}/smiley", f"{NAME}/elbo"
 REFERENCE_ENV = "PRIORLAB_SMILEY_TEST_MAT"
 CORR_THRESHOLD = 0.07
 OUT_DIR = paths.experiment_dir(NAME)
@@ -121,7 +121,7 @@ def _label(params: Params, run: str) -> str:
 
 
 def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
-    """Fig. 3 / 9: correlation matrices and scores of every ``vsc_smiley`` run on the test sets."""
+    """Fig. 3 / 9: correlation matrices and scores of every ``vsc_experiments/smiley`` run on the test sets."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -231,14 +231,14 @@ def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
 
     from priorlab.io import read_json, save_figure
 
-    runs = [r for r in group_runs(params, ELBO_GROUP, trained=True) if paths.metrics_file(r).is_file()]
+    runs = [r for r in group_runs(params, ELBO_GROUP, trained=True) if metrics_file(params, r).is_file()]
     if not runs:
         return [], {}
     table: dict[tuple[str, float], list[float]] = {}
     for run in runs:
         spec = params.models[params.run(run).model]
         key = ("VSC", spec.alpha) if spec.kind == "vsc" else ("β-VAE", spec.beta)
-        table.setdefault(key, []).append(read_json(paths.metrics_file(run))["test"]["elbo"])
+        table.setdefault(key, []).append(read_json(metrics_file(params, run))["test"]["elbo"])
     rows, data = [], {}
     for (kind, value), elbos in sorted(table.items()):
         e = np.asarray(elbos)
@@ -303,7 +303,7 @@ def conditional_samples(model, x: torch.Tensor, n: int, generator: torch.Generat
 
 
 def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
-    """Fig. 5-7 from the ``vsc_elbo`` VSC run with the smallest α (paper D.3: α = 0.01)."""
+    """Fig. 5-7 from the ``vsc_experiments/elbo`` VSC run with the smallest α (paper D.3: α = 0.01)."""
     import matplotlib
 
     matplotlib.use("Agg")
