@@ -1,0 +1,126 @@
+"""Paper 004's dSprites study: the grid, the claim criterion, A.5's representative, MIG without shape,
+the study's params checks and one tiny end-to-end run of the stage."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from priorlab.config import ParamsError, parse_params
+from priorlab.experiments import isa_experiments as ie
+from priorlab.metric_registry import METRICS, SampledFactors
+from priorlab.metrics import mig
+
+LP = {"kind": "lp_nested", "p0": 2.1, "subspaces": [[2.2, 2], [2.2, 2]], "lr": 0.0005}
+
+
+def raw_params(steps: int = 30) -> dict:
+    raw = yaml.safe_load(open("profiles/tiny.yaml"))
+    raw["setups"]["dsp_isa"] = {"dataset": "dsprites", "latent_dim": 4, "hidden": [32], "pretraining": False}
+    raw["models"].update({
+        "bvae": {"kind": "vae", "warm_start": "scratch"}, "isa": {"kind": "vae", "warm_start": "scratch", "prior": LP},
+        "tc": {"kind": "beta_tcvae", "warm_start": "scratch", "prior": LP},
+        "fvae": {"kind": "factor_vae", "warm_start": "scratch", "discriminator_hidden": [16]}})
+    raw["isa_study"] = {"setup": "dsp_isa", "models": ["bvae", "isa", "tc", "fvae"], "betas": [1, 2], "gammas": [3],
+                        "seeds": [0], "train": {"steps": steps, "batch_size": 32, "lr": 0.001},
+                        "evaluate": {"n_eval": 100, "iw_samples": 2, "metric_num_train": 200, "metric_num_test": 100,
+                                     "metrics": ["mig", "mig_no_shape"]}}
+    return raw
+
+
+def test_grid_sets_beta_tc_weight_or_gamma_by_kind():
+    runs = ie.study_runs(parse_params(raw_params()))
+    assert [r.name for r in runs] == ["bvae-1-0", "bvae-2-0", "isa-1-0", "isa-2-0", "tc-1-0", "tc-2-0", "fvae-3-0"]
+    by = {r.name: r.spec for r in runs}
+    assert by["isa-2-0"].beta == 2.0 and by["isa-2-0"].prior.kind == "lp_nested"
+    assert by["tc-2-0"].tc_weight == 2.0 and by["tc-2-0"].beta == 1.0  # (ISA-)β-TCVAE: β weights the TC term
+    assert by["fvae-3-0"].gamma == 3.0 and by["fvae-3-0"].beta == 1.0
+    assert [ie.label(by[n]) for n in ("bvae-1-0", "isa-1-0", "tc-1-0", "fvae-3-0")] == [
+        "β-VAE", "ISA-VAE", "ISA-β-TCVAE", "FactorVAE"]
+
+
+def test_study_params_are_checked():
+    for change, match in (({"setup": "nope"}, "isa_study.setup"), ({"models": ["vae", "ppca"]}, "its kind"),
+                          ({"betas": []}, "betas"), ({"seeds": [-1]}, "seeds")):
+        raw = raw_params()
+        raw["isa_study"].update(change)
+        with pytest.raises(ParamsError, match=match):
+            parse_params(raw)
+    raw = raw_params()
+    raw["isa_study"]["evaluate"]["metrics"] = ["mig", "migg"]
+    with pytest.raises(ParamsError, match="metrics"):
+        parse_params(raw)
+
+
+def frame(isa: dict, bvae: dict, seeds: int = 3) -> pd.DataFrame:
+    rows = []
+    for lab, migs in (("ISA-VAE", isa), ("β-VAE", bvae)):
+        for b, m in migs.items():
+            rows += [{"label": lab, "strength": b, "seed": s, "mig": m + 0.001 * s} for s in range(seeds)]
+    return pd.DataFrame(rows)
+
+
+def test_claim_criterion():
+    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).reproduced is True
+    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.285}, {1.0: 0.14, 2.0: 0.28})).reproduced is False  # a tie at β = 2
+    assert ie.mig_claim(frame({1.0: 0.10, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).reproduced is False
+    near_zero = ie.mig_claim(frame({1.0: 0.03, 2.0: 0.04}, {1.0: 0.01, 2.0: 0.02}))
+    assert near_zero.reproduced is None and "cannot decide" in near_zero.measured
+    assert ie.mig_claim(frame({1.0: 0.3}, {1.0: 0.1})).reproduced is None  # no β = 2 runs
+
+
+def test_representative_is_the_upper_half_run_nearest_its_mean():
+    f = pd.DataFrame({"run": list("abcdef"), "mig": [0.0, 0.05, 0.4, 0.5, 0.6, 0.1],
+                      "recon_log_lik": [-30, -31, -40, -41, -42, -29]})
+    assert ie.representative(f)["run"] == "d"  # upper half: c, d, e; d sits at their mean
+
+
+def test_mig_without_shape_is_mig_over_the_other_factors():
+    rs = np.random.RandomState(0)
+    factors = np.stack([rs.randint(0, 3, 2000), rs.randint(0, 6, 2000), rs.randint(0, 5, 2000)], 1)
+    codes = factors[:, [1, 0, 2]] + 0.3 * rs.randn(2000, 3)
+    codes[:, 1] = rs.randn(2000)  # the shape factor (column 0) is not coded
+
+    class Data:
+        factor_names = ("shape", "scale", "posX")
+
+    s = SampledFactors(Data(), None, parse_params(raw_params()).evaluate, rs, factors, codes, factors, codes)
+    out = METRICS["mig_no_shape"].compute(s)["mig_no_shape"]
+    assert out == pytest.approx(mig(codes, factors[:, 1:]))
+    assert out > METRICS["mig"].compute(s)["mig"] + 0.2  # dropping the uncoded shape raises MIG
+    Data.factor_names = ("a", "b", "c")
+    with pytest.raises(ValueError, match="shape"):
+        METRICS["mig_no_shape"].compute(s)
+
+
+@pytest.mark.slow
+def test_stage_trains_scores_and_reports(tmp_path, monkeypatch):
+    from priorlab.pipeline import run_data
+
+    raw = raw_params()
+    raw["isa_study"]["models"] = ["bvae", "isa", "fvae"]
+    monkeypatch.chdir(tmp_path)
+    params = parse_params(copy.deepcopy(raw))
+    run_data(params, "dsprites")
+    summary = ie.run_isa_experiments(params)
+    assert summary["paper"] == "004" and summary["title"] and len(summary["claims"]) == 1
+    assert [r["run"] for r in summary["runs"]] == ["bvae-1-0", "bvae-2-0", "isa-1-0", "isa-2-0", "fvae-3-0"]
+    for r in summary["runs"]:
+        assert 0.0 <= r["mig"] <= 1.0 and 0.0 <= r["mig_no_shape"] <= 1.0 and r["recon_log_lik"] < 0
+        assert (r["exponents"] is not None) == r["run"].startswith("isa")
+    exps = summary["runs"][2]["exponents"]
+    assert exps["p0"] != pytest.approx(2.1, abs=1e-7) and all(p > 1 for p in exps["p_sub"])  # learned, kept > 1
+    out = tmp_path / "reports" / "isa_experiments"
+    for f in ("README.md", "results.csv", "summary.json", "mig_vs_beta.png", "exponents.png",
+              "mig_vs_reconstruction.png", "latents_bvae.png", "latents_isa.png", "latents_fvae.png"):
+        assert (out / f).is_file(), f
+    # same params and seeds: the same numbers (finished runs are cached by fingerprint: clear them)
+    import shutil
+
+    shutil.rmtree(tmp_path / ".checkpoints")
+    again = ie.run_isa_experiments(parse_params(copy.deepcopy(raw)))
+    assert [r["mig"] for r in again["runs"]] == [r["mig"] for r in summary["runs"]]
