@@ -600,8 +600,8 @@ class SpikeSlabSparseCoding:
                 "active_per_sample": float((samples != 0).sum(-1).float().mean()),
                 "seconds": time.perf_counter() - t0}
 
-    def train_step(self, batch: Tensor, step: int) -> dict[str, float]:
-        """The project's model protocol: an EM iteration with the object's own generator."""
+    def em_iteration(self, batch: Tensor, step: int) -> dict[str, float]:
+        """One EM iteration with the object's own generator (the protocol adapter is ``models.mssc``)."""
         self.iteration = int(step)
         return self.em_step(batch, self.generator)
 
