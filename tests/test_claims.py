@@ -58,7 +58,9 @@ def test_fmvae_claims_and_report_section(tmp_path):
                              "kl_z_falls": False, "spearman_kl_r_vs_log2K": [0.9, 0.001],
                              "spearman_kl_z_vs_log2K": [-0.2, 0.5]},
                "semi_supervised": {"r": {"supervised_factor": "shape", "heldout_accuracy": 0.8, "goal": 0.95,
-                                         "reached": False, "labelled_fraction": 0.4, "delta": 100.0}}}
+                                         "reached": False, "labelled_fraction": 0.4, "delta": 100.0,
+                                         "relative_goal": 0.95, "ceiling": 0.97, "share": 0.8 / 0.97,
+                                         "ceiling_capped": False, "relative_reached": False}}}
     claims = fmvae_claims(summary)
     assert [c.reproduced for c in claims] == [True, True, True, False, False]
     write_json(tmp_path / "fmvae_experiments" / "summary.json",
@@ -67,6 +69,7 @@ def test_fmvae_claims_and_report_section(tmp_path):
     assert lines[0] == "## Paper claims"
     text = "\n".join(lines)
     assert "KL[z] falls with K" in text and text.count("| **no** |") == 2 and "fmvae_experiments/README.md" in text
+    assert "82.5% of ceiling 0.970" in text and "before issue 10: ≥ 95% absolute" in text
     assert claims_section(tmp_path / "missing") == []
 
 

@@ -26,6 +26,8 @@ from scipy import stats
 from priorlab import paths
 from priorlab.experiments.claims import Claim, claims_table, fmt, md_table
 from priorlab.experiments.runs import group_runs, load_trained, metrics_file
+from priorlab.experiments.supervised_ceiling import OUT_FILE as CEILING_FILE
+from priorlab.experiments.supervised_ceiling import RELATIVE_GOAL, ceiling_for, relative_verdict
 from priorlab.io import atomic_path, read_json, save_figure, write_json
 from priorlab.plots.images import to_grid
 
@@ -33,7 +35,7 @@ NAME = "fmvae_experiments"  # stage, module and report folder
 TITLE, PAPER = "Factorial mixture prior VAE (paper 001)", "001"
 GROUPS = {key: f"{NAME}/{key}" for key in ("elbo_vs_k", "semi_supervised", "factorial")}
 OUT = paths.experiment_dir(NAME)
-ACCURACY_GOAL = 0.95
+ACCURACY_GOAL = 0.95  # the criterion before issue 10, still shown next to the relative one
 
 
 # --------------------------------------------------------------------------- ELBO vs K
@@ -212,12 +214,48 @@ def fmvae_claims(summary: dict[str, Any]) -> list[Claim]:
                   f"KL[z] {fmt(e['mean_kl_z'], 2)}; ρ = {e['spearman_kl_z_vs_log2K'][0]:.2f}", e["kl_z_falls"]),
         ]
     for run, r in summary.get("semi_supervised", {}).items():
-        acc = r["heldout_accuracy"]
-        claims.append(Claim("001 sec. 4.2", f"a clamped factor learns the labelled attribute ({r['supervised_factor']}, "
-                            f"{r['labelled_fraction']:.0%} labels)", f"held-out accuracy of its cluster assignment "
-                            f"≥ {r['goal']:.0%}", f"{run}: {acc:.3f}" if acc is not None else f"{run}: missing",
-                            None if acc is None else bool(r["reached"])))
+        claims.append(semi_supervised_claim(run, r))
     return claims
+
+
+def semi_supervised_claim(run: str, r: dict[str, Any]) -> Claim:
+    """Sec. 4.2 decided by the issue-10 criterion: held-out accuracy ≥ 95 % of the supervised ceiling
+    (same encoder, all labels); the earlier absolute criterion (≥ 95 %) is shown next to it."""
+    acc, ceiling = r["heldout_accuracy"], r.get("ceiling")
+    claim = f"a clamped factor learns the labelled attribute ({r['supervised_factor']}, {r['labelled_fraction']:.0%} labels)"
+    criterion = (f"held-out accuracy of its cluster assignment ≥ {r['relative_goal']:.0%} of the supervised ceiling "
+                 f"(before issue 10: ≥ {r['goal']:.0%} absolute)")
+    if acc is None or ceiling is None:
+        return Claim("001 sec. 4.2", claim, criterion, f"{run}: accuracy {acc}, ceiling {ceiling}", None)
+    measured = (f"{run}: {acc:.3f} = {r['share']:.1%} of ceiling {ceiling:.3f}"
+                f"{' (step cap: a lower bound)' if r['ceiling_capped'] else ''}; "
+                f"absolute ≥ {r['goal']:.0%}: {'yes' if r['reached'] else 'no'}")
+    return Claim("001 sec. 4.2", claim, criterion, measured, r["relative_reached"])
+
+
+def semi_supervised_entry(params, name: str, r: dict[str, Any], ceilings: dict[str, Any]) -> dict[str, Any]:
+    """Accuracy, both criteria and the supervised ceilings (all resolutions) of a semi-supervised run."""
+    extra = r["model_extras"]
+    acc, factor = extra.get("heldout_accuracy"), extra.get("supervised_factor")
+    found = ceiling_for(ceilings, params.run(name).setup, factor)
+    native = found["resolutions"][found["native"]] if found else None
+    return {"supervised_factor": factor, "heldout_accuracy": acc, "goal": ACCURACY_GOAL,
+            "reached": acc is not None and acc >= ACCURACY_GOAL, "labelled_fraction": r["model_params"]["labelled_fraction"],
+            "delta": r["model_params"]["delta"], "ceiling": native["accuracy"] if native else None,
+            "ceiling_capped": bool(native and native["stopped"] == "max_steps"),
+            "ceilings": {res: e["accuracy"] for res, e in found["resolutions"].items()} if found else {},
+            **relative_verdict(acc, native["accuracy"] if native else None)}
+
+
+def semi_supervised_table(semi: dict[str, Any]) -> list[str]:
+    """Markdown: per run the accuracy, the ceilings per resolution, the share and both verdicts."""
+    res = sorted({k for r in semi.values() for k in r["ceilings"]}, key=int)
+    rows = [[f"`{run}`", r["supervised_factor"], f"{r['labelled_fraction']:.0%}", r["heldout_accuracy"],
+             *[r["ceilings"].get(k, "–") for k in res], "–" if r["share"] is None else f"{r['share']:.1%}",
+             "yes" if r["reached"] else "no", {True: "yes", False: "no", None: "–"}[r["relative_reached"]]]
+            for run, r in semi.items()]
+    return md_table(["run", "factor", "labels", "held-out accuracy", *[f"ceiling {k}×{k}" for k in res],
+                     "share of own ceiling", f"≥ {ACCURACY_GOAL:.0%} (old)", f"≥ {RELATIVE_GOAL:.0%} of ceiling (new)"], rows)
 
 
 def write_fmvae_readme(summary: dict[str, Any], frame: pd.DataFrame, path: Path) -> Path:
@@ -235,6 +273,17 @@ def write_fmvae_readme(summary: dict[str, Any], frame: pd.DataFrame, path: Path)
         lines += ["## ELBO vs K (fig. 3)", "",
                   *md_table(["K", "seeds", "ELBO", "ELBO std", "E log p(x|z)", "KL[z]", "KL[r]", "L_k", "components used"],
                             rows), "", "![ELBO vs K](elbo_vs_k.png)", "", "![clusters](clusters.png)", ""]
+    if summary.get("semi_supervised"):
+        lines += ["## Semi-supervised factors against their supervised ceiling (issue 10)", "",
+                  "Ceiling: the run's encoder with a linear softmax head trained on all training labels "
+                  "(`supervised_ceiling` stage; rule: " + summary.get("ceiling_rule", "not measured") + "); "
+                  "the share is taken of the ceiling at the run's own resolution (MNIST: 28×28).", "",
+                  *semi_supervised_table(summary["semi_supervised"]), "",
+                  f"Criterion change: before issue 10 the claim needed ≥ {ACCURACY_GOAL:.0%} absolute accuracy.  At 32×32 a small "
+                  "heart, ellipse and square differ by a few pixels, so the attainable accuracy was unknown; the criterion is "
+                  f"now ≥ {RELATIVE_GOAL:.0%} of the measured ceiling (written before the ceilings were measured, never "
+                  "loosened afterwards); the absolute verdict stays in the table.  A ceiling stopped by the step cap "
+                  "is a lower bound: a *no* against it stays a *no*.", ""]
     for run in summary.get("semi_supervised", {}):
         lines += [f"## Semi-supervised factor (sec. 4.2): `{run}`", "", f"![conditional grid](conditional_grid_{run}.png)", ""]
     for run, r in summary.get("factorial", {}).items():
@@ -261,15 +310,11 @@ def run_fmvae_experiments(params) -> dict[str, Any]:
         largest = frame[frame["seed"] == frame["seed"].min()].sort_values("K").iloc[-1]["run"]
         plot_clusters(load_trained(params, largest)[0], OUT / "clusters.png", seed=seed, title=largest)
     semi = {}
+    ceilings = read_json(CEILING_FILE) if CEILING_FILE.is_file() else {}
     for r in results:
         name = r["run"]
         if r["group"] == GROUPS["semi_supervised"]:
-            extra = r["model_extras"]
-            acc = extra.get("heldout_accuracy")
-            semi[name] = {"supervised_factor": extra.get("supervised_factor"), "heldout_accuracy": acc,
-                          "goal": ACCURACY_GOAL, "reached": acc is not None and acc >= ACCURACY_GOAL,
-                          "labelled_fraction": r["model_params"]["labelled_fraction"],
-                          "delta": r["model_params"]["delta"]}
+            semi[name] = semi_supervised_entry(params, name, r, ceilings)
             model, _ = load_trained(params, name)
             imgs = conditional_grid(model, 0, 6, torch.Generator().manual_seed(seed))
             plot_grid(imgs, 6, OUT / f"conditional_grid_{name}.png",
@@ -283,6 +328,7 @@ def run_fmvae_experiments(params) -> dict[str, Any]:
                                                           "components_used": r["model_extras"]["components_used"]}
     if semi:
         summary["semi_supervised"] = semi
+        summary["ceiling_rule"] = ceilings.get("rule", "not measured")
     summary["claims"] = [c.to_dict() for c in fmvae_claims(summary)]
     write_json(OUT / "summary.json", summary)
     write_fmvae_readme(summary, frame, OUT / "README.md")

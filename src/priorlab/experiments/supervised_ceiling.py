@@ -1,0 +1,157 @@
+"""The supervised ceiling of a semi-supervised factor (issue 10; paper 001 sec. 4.2), the
+``supervised_ceiling`` stage.
+
+Paper 001 clamps factor 0 of the factorial mixture prior to a labelled attribute on a fraction of
+the training points (eq. 8) and the ``fmvae_experiments`` stage measures the held-out accuracy of
+its cluster assignment.  Whether that accuracy is good depends on how separable the attribute is at
+the data's resolution, so it is judged against a ceiling: the setup's own encoder (same layers,
+its last linear layer emitting class logits: a linear softmax head) trained with cross-entropy on
+*all* training labels until the held-out accuracy stops improving (:func:`should_stop`).
+dSprites setups are also measured at other procedural resolutions (the same factor rows rendered
+by :func:`priorlab.data.dsprites.render_dsprites`).
+
+Stopping rule: every ``eval_every`` steps the accuracy on ``n_val`` validation points (training
+points held out by a seeded permutation; the classifier trains on the other labels) is recorded; the
+run stops once ``patience`` evaluations in a row did not beat the best one before them, or at
+``max_steps``.  The reported ceiling is the accuracy on the first ``n_eval`` test points of the
+weights with the best validation accuracy: the points the semi-supervised runs are scored on.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from priorlab import paths
+from priorlab.config import ParamsError
+from priorlab.io import write_json
+
+if TYPE_CHECKING:
+    from priorlab.config import Params, SupervisedCeilingParams
+
+NAME = "supervised_ceiling"
+OUT_FILE = paths.METRICS / "fmvae_experiments" / f"{NAME}.json"
+RELATIVE_GOAL = 0.95  # issue 10: semi-supervised accuracy >= 95 % of the supervised ceiling
+
+
+def should_stop(history: list[float], patience: int) -> bool:
+    """True once the last ``patience`` evaluations did not beat the best evaluation before them."""
+    if len(history) <= patience:
+        return False
+    return max(history[-patience:]) <= max(history[:-patience])
+
+
+@torch.no_grad()
+def accuracy(net: nn.Module, x: torch.Tensor, y: torch.Tensor, prepare, batch: int = 500) -> float:
+    """Share of rows whose arg-max logit is the label."""
+    net.eval()
+    hits = sum(int((net(prepare(x[s : s + batch])).argmax(1) == y[s : s + batch]).sum()) for s in range(0, len(x), batch))
+    net.train()
+    return hits / len(x)
+
+
+def train_classifier(net: nn.Module, prepare, train: tuple[torch.Tensor, torch.Tensor],
+                     val: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor],
+                     cfg: SupervisedCeilingParams, seed: int) -> dict[str, Any]:
+    """Cross-entropy training of ``net`` (logits) with Adam on mini-batches drawn with ``seed`` until
+    :func:`should_stop` or ``cfg.max_steps``; test accuracy of the best-validation weights."""
+    x, y = train
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    history: list[float] = []
+    best, best_step, best_state, stopped, step = -1.0, 0, copy.deepcopy(net.state_dict()), "max_steps", 0
+    t0 = time.perf_counter()
+    net.train()
+    for step in range(1, cfg.max_steps + 1):
+        idx = torch.randint(len(x), (cfg.batch_size,), generator=g)
+        loss = F.cross_entropy(net(prepare(x[idx])), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % cfg.eval_every and step != cfg.max_steps:
+            continue
+        history.append(accuracy(net, *val, prepare))
+        if history[-1] > best:
+            best, best_step, best_state = history[-1], step, copy.deepcopy(net.state_dict())
+        if should_stop(history, cfg.patience):
+            stopped = "patience"
+            break
+    net.load_state_dict(best_state)
+    return {"accuracy": accuracy(net, *test, prepare), "val_accuracy": best, "best_step": best_step, "steps": step,
+            "stopped": stopped, "val_history": [round(a, 4) for a in history],
+            "train_seconds": round(time.perf_counter() - t0, 1)}
+
+
+def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | None = None) -> dict[str, Any]:
+    """The ceiling of ``factor`` on ``setup_name``'s data (``resolution``: dSprites re-rendered)."""
+    from priorlab.data.dsprites import render_dsprites
+    from priorlab.models.fmvae import data_factor_labels
+    from priorlab.nets import build_encoder
+    from priorlab.pipeline import load_setup_data
+
+    cfg, setup = params.supervised_ceiling, params.setup(setup_name)
+    data = load_setup_data(params, setup_name)
+    xs = {s: data.x(s) for s in ("train", "test")}
+    if resolution is not None:
+        xs = {s: torch.from_numpy(render_dsprites(data.factors(s), resolution)[:, None]) for s in xs}
+    ys = {s: torch.as_tensor(data_factor_labels(data, factor, s)) for s in xs}
+    n_eval = params.evaluate.n_eval
+    if cfg.n_val >= len(ys["train"]):
+        raise ParamsError(f"supervised_ceiling.n_val {cfg.n_val} leaves no training points of setup {setup_name!r} "
+                          f"({len(ys['train'])})")
+    perm = torch.from_numpy(np.random.RandomState(cfg.seed).permutation(len(ys["train"])))
+    fit, held = perm[cfg.n_val :], perm[: cfg.n_val]
+    torch.manual_seed(cfg.seed)  # weight initialisation
+    n_classes = int(max(ys["train"].max(), ys["test"].max())) + 1
+    net = build_encoder(setup.encoder, tuple(xs["train"].shape[1:]), n_classes, setup.hidden, setup.channels)
+    out = train_classifier(net, data.prepare, (xs["train"][fit], ys["train"][fit]),
+                           (xs["train"][held], ys["train"][held]), (xs["test"][:n_eval], ys["test"][:n_eval]), cfg, cfg.seed)
+    return {"setup": setup_name, "factor": factor, "resolution": int(xs["train"].shape[-1]), "classes": n_classes,
+            "n_train": len(fit), "n_val": cfg.n_val, "n_test": n_eval, "encoder": setup.encoder, **out}
+
+
+def relative_verdict(acc: float | None, ceiling: float | None, goal: float = RELATIVE_GOAL) -> dict[str, Any]:
+    """The issue-10 criterion: ``acc`` as a share of the ``ceiling``; reached when share ≥ ``goal``."""
+    if acc is None or ceiling is None:
+        return {"share": None, "relative_goal": goal, "relative_reached": None}
+    if not ceiling > 0:
+        raise ValueError(f"a supervised ceiling must be > 0, got {ceiling}")
+    share = acc / ceiling
+    return {"share": share, "relative_goal": goal, "relative_reached": bool(share >= goal)}
+
+
+def run_supervised_ceiling(params: Params) -> dict[str, Any]:
+    """``supervised_ceiling``: every ``targets`` entry at its data's resolution (and dSprites at the
+    extra ``resolutions``) into ``metrics/fmvae_experiments/supervised_ceiling.json``."""
+    cfg = params.supervised_ceiling
+    out: dict[str, Any] = {"rule": f"stop after {cfg.patience} evaluations (every {cfg.eval_every} steps) without "
+                                   f"a gain in validation accuracy, at most {cfg.max_steps} steps",
+                           "targets": {}}
+    for setup, factor in cfg.targets.items():
+        data = params.dataset_of(setup)
+        extra = [r for r in cfg.resolutions if r != data.resolution] if data.kind == "dsprites" else []
+        entries = {}
+        for res in [None, *extra]:
+            t0 = time.perf_counter()
+            r = ceiling_of(params, setup, factor, res)
+            r["wall_seconds"] = round(time.perf_counter() - t0, 1)
+            entries[str(r["resolution"])] = r
+        out["targets"][f"{setup}:{factor}"] = {"native": str(next(iter(entries.values()))["resolution"]),
+                                               "resolutions": entries}
+    write_json(OUT_FILE, out)
+    return out
+
+
+def ceiling_for(ceilings: dict[str, Any], setup: str, factor: str) -> dict[str, Any] | None:
+    """The entry of ``setup``/``factor`` in a :func:`run_supervised_ceiling` result (None if absent)."""
+    return ceilings.get("targets", {}).get(f"{setup}:{factor}")
+
+
+__all__ = ["RELATIVE_GOAL", "accuracy", "ceiling_for", "ceiling_of", "relative_verdict", "run_supervised_ceiling",
+           "should_stop", "train_classifier"]
