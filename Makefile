@@ -6,7 +6,8 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv datasets repro test test-fast profile bench clean-checkpoints
+.PHONY: venv datasets repro test test-fast profile bench clean-checkpoints browser plots
+REV ?= HEAD
 
 $(BIN)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +25,7 @@ repro: venv datasets   ## run the whole DVC pipeline on the profile in params.ya
 	$(BIN)/python -m priorlab.config check
 	$(BIN)/dvc repro
 
-test: venv datasets    ## the whole test suite, slow checks included
+test: venv datasets browser  ## the whole test suite, slow checks included
 	$(BIN)/python -m pytest -q
 
 test-fast: venv        ## skip the slow statistical and end-to-end checks
@@ -35,6 +36,15 @@ profile: venv          ## make profile PROFILE=tiny|cpu|paper: copy profiles/$(P
 
 bench: venv            ## training-step time ratios and the tiny pipeline's wall time -> reports/bench.json
 	$(BIN)/python -m priorlab.bench
+
+browser:               ## headless Chromium for the offline-plots test (Debian `chromium`), installed only if absent
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } || \
+	  echo "note: chromium not installed (needs root and apt-get): tests/test_offline_plots.py's browser test skips"
+
+plots: venv            ## make plots [REV=HEAD~1]: dvc plots diff $(REV) -> dvc_plots/index.html (offline page)
+	$(BIN)/dvc plots diff $(REV) -o dvc_plots
 
 clean-checkpoints:     ## drop resumable state of interrupted stages
 	rm -rf .checkpoints

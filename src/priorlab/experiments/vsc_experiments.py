@@ -246,8 +246,10 @@ def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
         rows.append([kind, value, len(e), float(e.mean()), std])
         data.setdefault(kind, []).append((value, float(e.mean()), std))
     fig, axes = plt.subplots(1, 2, figsize=(8, 3))
-    for ax, (kind, xlabel) in zip(axes, (("VSC", "prior spike probability α"), ("β-VAE", "β"))):
-        pts = sorted(data.get(kind, []))
+    for ax, (kind, xlabel, col) in zip(axes, (("VSC", "prior spike probability α", "alpha"), ("β-VAE", "β", "beta"))):
+        pts = sorted(data.get(kind, []))  # elbo_vs_<col>.csv: data plots of dvc.yaml (`dvc plots diff`)
+        np.savetxt(out / f"elbo_vs_{col}.csv", np.reshape(pts, (-1, 3)), "%.10g", ",",
+                   header=f"{col},elbo_mean,elbo_std", comments="")
         if pts:
             v, m, s = map(np.asarray, zip(*pts))
             ax.errorbar(v, m, yerr=np.nan_to_num(s), marker="o", capsize=3)
@@ -259,7 +261,7 @@ def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     lines = ["## ELBO vs prior strength (paper 002, fig. 1; Fashion-MNIST)", "",
              "Test ELBO = E log p(x|z) − KL (the sparsity term of eq. 4 excluded), nats per image.", ""]
     lines += md_table(["model", "α or β", "seeds", "ELBO mean", "ELBO std"], rows)
-    lines += ["", "![ELBO vs prior strength](elbo_vs_prior_strength.png)", ""]
+    lines += ["", "![ELBO vs prior strength](elbo_vs_prior_strength.png) (data: `elbo_vs_alpha.csv`, `elbo_vs_beta.csv`)", ""]
     return lines, {"rows": [dict(zip(("model", "value", "seeds", "mean", "std"), r)) for r in rows]}
 
 
