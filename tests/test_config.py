@@ -81,3 +81,13 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "not valid YAML" in capsys.readouterr().err
     assert main(["check", str(tmp_path / "missing.yaml")]) == 2
     assert main(["check", str(ROOT / "profiles" / "tiny.yaml")]) == 0
+
+
+@pytest.mark.parametrize("section, key", [("setups", "pretrain_model"), ("runs", "group")])
+def test_keys_dvc_interpolates_must_be_spelled_out(tmp_path, section, key):
+    r = raw()
+    del r[section][next(iter(r[section]))][key]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(r))
+    with pytest.raises(ParamsError, match=f"{key}: missing; dvc.yaml"):
+        load_params(path)

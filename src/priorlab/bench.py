@@ -23,9 +23,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from priorlab.config import BetaTCVAEParams, FactorialMixtureParams, ModelParams, SetupParams, VSCParams
+from priorlab.config import (BetaTCVAEParams, FactorialMixtureParams, FactorVAEParams, LpNestedPriorParams,
+                              ModelParams, SetupParams, VSCParams)
 from priorlab.io import write_json
 from priorlab.models import build_model
+from priorlab.models.protocol import Batch, StepContext
 
 NETS = {
     "mlp": SetupParams(dataset="bench", latent_dim=10, encoder="mlp", decoder="mlp", hidden=[400, 400]),
@@ -39,6 +41,10 @@ MODELS = {
     "beta_tcvae": BetaTCVAEParams(kind="beta_tcvae"),
     "fmvae_k64": FactorialMixtureParams(kind="fmvae", num_components=[64]),  # I = 1, K = 64; SVI in after_step
     "fmvae_i2_k16": FactorialMixtureParams(kind="fmvae", num_factors=2, num_components=[16]),
+    # paper 004: ISA-VAE = β-VAE with the Lp-nested prior (10 latents: 5 subspaces of 2, p0 = 2.1, p_l = 2.2;
+    # MC KL, exponents learned); FactorVAE: 6 x 1000 discriminator, its update included
+    "isa_vae": ModelParams(kind="vae", beta=4.0, prior=LpNestedPriorParams(subspaces=[[2.2, 2]] * 5, lr=5e-4)),
+    "factor_vae": FactorVAEParams(kind="factor_vae"),
 }
 """Models compared with ``vae``; later models register here with their default settings."""
 
@@ -52,19 +58,15 @@ def step_times(net: SetupParams, models: dict[str, ModelParams], batch: int = 64
     for name, spec in models.items():
         torch.manual_seed(seed)
         model = build_model(net, spec, obs_shape)
-        built[name] = (model, torch.optim.Adam(model.parameters(), lr=1e-4))
+        groups = model.param_groups(1e-4)
+        built[name] = (model, torch.optim.Adam(groups, lr=1e-4) if groups else None)
     times: dict[str, list[float]] = {name: [] for name in models}
 
     def run(name: str, n: int) -> None:
+        # the protocol's whole training step (per-step prior updates, a discriminator's update included)
         model, opt = built[name]
-        after_step = getattr(model, "after_step", None)  # per-step prior updates (SVI) count too
         for i in range(n):
-            loss, _ = model.loss(x)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            if after_step is not None:
-                after_step(x, i + 1)
+            model.train_step(Batch(x), i + 1, StepContext(opt))
 
     for name in models:  # warm-up
         run(name, 3)
@@ -132,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
             row = {"median_s": med, "samples_per_s": 64 / med, "ratio_to_vae": float(np.median(np.array(ts) / base))}
             result["step"][net_name][name] = row
             print(f"{net_name:6s} {name:12s} {1e3 * med:9.2f} {row['samples_per_s']:10.0f} {row['ratio_to_vae']:13.2f}")
+    result["sparse_vae"] = {"step": sparse_vae_step_ratios(), "memory": sparse_vae_peak_memory()}
+    for g_dim, row in result["sparse_vae"]["step"].items():
+        print(f"sparse VAE G={g_dim}: {1e3 * row['sparse_vae_s']:.1f} ms/step, {row['ratio']:.1f}x the VAE step")
+    mem = result["sparse_vae"]["memory"]
+    print(f"sparse VAE G=1000: peak RSS {mem['peak_rss_mib']:.0f} MiB (trunk activations {mem['trunk_activation_mib']:.0f} MiB)")
     if not args.no_pipeline:
         result["tiny_pipeline"] = time_tiny_pipeline(Path.cwd())
         tp = result["tiny_pipeline"]
@@ -143,3 +150,58 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# --- sparse VAE (paper 003): masked decoder vs the plain MLP decoder -----------------------------
+
+SPARSE_VAE_GS = (100, 300, 1000)
+
+
+def _bound_model(spec: ModelParams, net: SetupParams, x: torch.Tensor):
+    from priorlab.data.store import Dataset
+
+    model = build_model(net, spec, tuple(x.shape[1:]))
+    model.bind_data(Dataset(name="bench", arrays={"x_train": x.numpy(), "x_test": x[:1].numpy()},
+                            manifest={"observation_kind": "vector"}))
+    return model, torch.optim.Adam(model.param_groups(1e-4), lr=1e-4)
+
+
+def sparse_vae_step_ratios(gs=SPARSE_VAE_GS, latent_dim: int = 30, hidden: int = 300, batch: int = 64,
+                           rounds: int = 5, steps: int = 5, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Per G: seconds per training step of the sparse VAE and of the VAE with the same encoder and
+    trunk widths (K = 30, one hidden layer of 300, Gaussian likelihood), interleaved, and their ratio.
+    The masked decoder runs its trunk on B·G rows, so the ratio grows about linearly in G."""
+    from priorlab.config import SparseVAEParams
+
+    out = {}
+    for g_dim in gs:
+        net = SetupParams(dataset="bench", latent_dim=latent_dim, hidden=[hidden], likelihood="gaussian")
+        x = torch.randn(batch, g_dim, generator=torch.Generator().manual_seed(seed))
+        built = {name: _bound_model(spec, net, x) for name, spec in
+                 (("vae", ModelParams(kind="vae")), ("sparse_vae", SparseVAEParams(kind="sparse_vae")))}
+        times: dict[str, list[float]] = {name: [] for name in built}
+        for r in range(rounds + 1):  # round 0: warm-up
+            for name, (model, opt) in built.items():
+                t0 = time.perf_counter()
+                for i in range(steps):
+                    model.train_step(Batch(x), i + 1, StepContext(opt))
+                if r:
+                    times[name].append((time.perf_counter() - t0) / steps)
+        out[str(g_dim)] = {"vae_s": float(np.median(times["vae"])), "sparse_vae_s": float(np.median(times["sparse_vae"])),
+                           "ratio": float(np.median(np.array(times["sparse_vae"]) / np.array(times["vae"])))}
+    return out
+
+
+def sparse_vae_peak_memory(g_dim: int = 1000, batch: int = 64) -> dict[str, float]:
+    """Peak RSS (MiB) of a fresh process that built the sparse VAE at G = ``g_dim`` (K = 30, hidden 300,
+    batch 64) and ran 3 training steps, with the size of the trunk's activations B·G·(K + 2H) floats
+    (masked codes, pre- and post-activation), which the plain decoder holds only B·(K + 2H) of."""
+    code = ("import resource, torch; from priorlab import bench; "
+            f"x = torch.randn({batch}, {g_dim}); from priorlab.config import SparseVAEParams, SetupParams; "
+            "net = SetupParams(dataset='bench', latent_dim=30, hidden=[300], likelihood='gaussian'); "
+            "m, o = bench._bound_model(SparseVAEParams(kind='sparse_vae'), net, x); "
+            "[m.train_step(bench.Batch(x), i + 1, bench.StepContext(o)) for i in range(3)]; "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    after = int(res.stdout.split()[-1]) / 1024
+    return {"G": g_dim, "peak_rss_mib": after, "trunk_activation_mib": batch * g_dim * (30 + 2 * 300) * 4 / 2**20}

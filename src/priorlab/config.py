@@ -112,6 +112,77 @@ DATASET_PARAMS: dict[str, type[DatasetParams]] = {
 
 
 @dataclass(frozen=True)
+class BarsParams(DatasetParams):
+    """The bars test (paper 000): H = 2R bars on an R x R grid, vectors [R²] (:mod:`priorlab.data.bars`)."""
+
+    R: int = 5
+    variant: Literal["occlusion", "linear"] = "occlusion"  # bars combine by max, or add up
+    intensity: Literal["slab", "fixed"] = "slab"  # a present bar's value: N(slab_mu, slab_std²), or 1
+    slab_mu: float = 1.0
+    slab_std: float = 0.25
+    noise_std: float = 0.05
+    bar_prob: float = 0.0  # probability of each bar (0: 2/H)
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        if self.R < 2:
+            raise ParamsError(f"{key}.R must be >= 2, got {self.R}")
+        _non_negative(f"{key}.slab_std", self.slab_std)
+        _non_negative(f"{key}.noise_std", self.noise_std)
+        if not 0.0 <= self.bar_prob <= 1.0:
+            raise ParamsError(f"{key}.bar_prob must be in [0, 1], got {self.bar_prob}")
+
+
+@dataclass(frozen=True)
+class ImagePatchesParams(DatasetParams):
+    """Patches of scikit-learn's two sample photographs (paper 000's natural-image experiment),
+    vectors [2·patch_size²] (ON/OFF channels) or [patch_size²] (:mod:`priorlab.data.patches`)."""
+
+    patch_size: int = 8
+    preprocess: Literal["dog_on_off", "centre"] = "dog_on_off"
+    dog_sigmas: list[float] = field(default_factory=lambda: [1.0, 3.0])  # centre, surround (pixels)
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        if self.patch_size < 2:
+            raise ParamsError(f"{key}.patch_size must be >= 2, got {self.patch_size}")
+        if len(self.dog_sigmas) != 2 or not 0 < self.dog_sigmas[0] < self.dog_sigmas[1]:
+            raise ParamsError(f"{key}.dog_sigmas must be [centre, surround] with 0 < centre < surround, "
+                              f"got {self.dog_sigmas}")
+
+
+DATASET_PARAMS["bars"] = BarsParams
+DATASET_PARAMS["image_patches"] = ImagePatchesParams
+
+
+@dataclass(frozen=True)
+class MovieLensParams(DatasetParams):
+    """Binarised MovieLens (paper 003, App. C.1): ratings ≥ 4 are 1, users with more than
+    ``min_user_positives`` positives, the ``n_movies`` most-rated movies (G); rows are users, split
+    by users (``n_train`` + ``n_test`` of them, seeded permutation)."""
+
+    n_movies: int = 300
+    min_user_positives: int = 20
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        _positive(f"{key}.n_movies", self.n_movies)
+        _non_negative(f"{key}.min_user_positives", self.min_user_positives)
+
+
+@dataclass(frozen=True)
+class PBMCParams(DatasetParams):
+    """10x PBMC 68k reduced (scanpy; 700 cells × 765 genes): integer counts rebuilt from ``.raw``
+    (kind ``pbmc``) or their quantile normalisation (kind ``pbmc_quantile``, App. C.1, reference =
+    the training cells); cell types (``bulk_labels``) as class labels, never used in training."""
+
+
+DATASET_PARAMS["movielens"] = MovieLensParams
+DATASET_PARAMS["pbmc"] = PBMCParams
+DATASET_PARAMS["pbmc_quantile"] = PBMCParams
+
+
+@dataclass(frozen=True)
 class SetupParams:
     """A data set with its networks and latent size: one pretraining is shared per setup."""
 
@@ -171,7 +242,9 @@ class LpNestedPriorParams(PriorParams):
     p0: float = 2.1
     subspaces: list[list[float]] = field(default_factory=lambda: [[2.2, 5]] * 5)
     learn_exponents: bool = True
-    scale: float = 1.0
+    # s of exp(-f(z)^p0 / s): the paper does not give it; s = 2 makes the prior N(0, I) (the baselines'
+    # prior) when every exponent is 2, so the near-Gaussian start p = 2.1 / 2.2 is close to it
+    scale: float = 2.0
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -212,9 +285,12 @@ class ModelParams:
     prior: PriorParams = field(default_factory=PriorParams)
 
     own_prior: typing.ClassVar[bool] = False
+    fitted_by_em: typing.ClassVar[bool] = False  # no pretraining, no optimiser: warm_start must be scratch
 
     def check(self, key: str) -> None:
         _one_of(f"{key}.kind", self.kind, tuple(MODEL_PARAMS))
+        if self.fitted_by_em and self.warm_start != "scratch":
+            raise ParamsError(f"{key}.warm_start must be scratch for kind {self.kind} (it is fitted by EM from scratch)")
         _non_negative(f"{key}.beta", self.beta)
         _non_negative(f"{key}.train_steps", self.train_steps)
         _non_negative(f"{key}.pretrain_steps", self.pretrain_steps)
@@ -378,6 +454,7 @@ class PPCAParams(ModelParams):
     setup components; step ρ_t = (τ0 + t)^−κ rescaled to ρ_1 = 1."""
 
     own_prior: typing.ClassVar[bool] = True
+    fitted_by_em: typing.ClassVar[bool] = True
 
     warm_start: Literal["pretrain", "scratch"] = "scratch"
     tau0: float = 10.0
@@ -386,8 +463,6 @@ class PPCAParams(ModelParams):
 
     def check(self, key: str) -> None:
         super().check(key)
-        if self.warm_start != "scratch":
-            raise ParamsError(f"{key}.warm_start must be scratch for kind ppca (it is fitted by EM from scratch)")
         _non_negative(f"{key}.tau0", self.tau0)
         if not 0.5 < self.kappa <= 1.0:
             raise ParamsError(f"{key}.kappa must be in (0.5, 1], got {self.kappa}")
@@ -424,6 +499,86 @@ class FactorVAEParams(ModelParams):
 
 
 MODEL_PARAMS["factor_vae"] = FactorVAEParams
+
+
+@dataclass(frozen=True)
+class SparseCodingModelParams(ModelParams):
+    """Spike-and-slab sparse coding by sampling-based EM (paper 000): kind ``mssc`` (max rule, eq. 10)
+    or ``linear_ssc`` (sum rule, the baseline); H = the setup's ``latent_dim``.  One training step
+    is one EM iteration on the minibatch (:mod:`priorlab.models.mssc`); its W initialisation and
+    sampler seed come from the run's seed like a net's weights."""
+
+    own_prior: typing.ClassVar[bool] = True
+    fitted_by_em: typing.ClassVar[bool] = True
+
+    warm_start: Literal["pretrain", "scratch"] = "scratch"
+    n_candidates: int = 0  # H': latents preselected per data point (0: all H, no preselection)
+    n_chains: int = 2  # Gibbs chains per data point
+    samples_per_chain: int = 5  # kept sweeps per chain (K = n_chains * samples_per_chain)
+    burn_in: int = 10  # discarded Gibbs sweeps
+    thin: int = 1
+    gibbs_init: Literal["prior", "zeros"] = "prior"
+    anneal_start: float = 4.0  # likelihood temperature T at iteration 0, annealed linearly to 1
+    anneal_iters: int = 25  # ... over this many EM iterations (0: no annealing)
+    safeguard: bool = True  # eq. 11 step shortened per pixel row when it raises the exact objective
+    nonnegative: bool = False  # W >= 0 (kind mssc only)
+    init_noise: float = 0.25  # W init: data mean + init_noise * data std * |N(0, 1)|
+    init_mu_pr: float = 1.0  # initial slab mean and variance
+    init_var_pr: float = 1.0
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        _non_negative(f"{key}.n_candidates", self.n_candidates)
+        for name in ("n_chains", "samples_per_chain", "thin", "init_var_pr"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        for name in ("burn_in", "anneal_iters", "init_noise"):
+            _non_negative(f"{key}.{name}", getattr(self, name))
+        if not self.anneal_start >= 1.0:
+            raise ParamsError(f"{key}.anneal_start must be >= 1, got {self.anneal_start}")
+        if self.nonnegative and self.kind != "mssc":
+            raise ParamsError(f"{key}.nonnegative: W >= 0 is implemented for kind mssc only")
+
+    @property
+    def rule(self) -> str:
+        return {"mssc": "max", "linear_ssc": "linear"}[self.kind]
+
+
+MODEL_PARAMS["mssc"] = SparseCodingModelParams
+MODEL_PARAMS["linear_ssc"] = SparseCodingModelParams
+
+
+@dataclass(frozen=True)
+class SparseVAEParams(ModelParams):
+    """The sparse VAE (paper 003): masked decoder (eq. 1) with the Spike-and-Slab-Lasso prior on W
+    (eq. 2–4, Algorithm 1; a = 1, b = G). ``density_constants``: p* with the Laplace normalisers of
+    eq. 57 (false: the released code's form). ``encoder_input``: ``row_normalised`` for counts
+    (App. C.1). ``prior_cov``: [] = Σ_z = I (B.1), else a K × K matrix (KL of B.2, eq. 59)."""
+
+    own_prior: typing.ClassVar[bool] = True
+    lambda0: float = 10.0
+    lambda1: float = 1.0
+    density_constants: bool = False
+    encoder_input: Literal["raw", "row_normalised"] = "raw"
+    prior_cov: list[list[float]] = field(default_factory=list)
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        _positive(f"{key}.lambda1", self.lambda1)
+        if not self.lambda0 > self.lambda1:
+            raise ParamsError(f"{key}.lambda0 must exceed lambda1 (spike ≫ slab), got {self.lambda0} <= {self.lambda1}")
+        _one_of(f"{key}.encoder_input", self.encoder_input, ("raw", "row_normalised"))
+        if self.prior_cov:
+            k = len(self.prior_cov)
+            if any(len(row) != k for row in self.prior_cov):
+                raise ParamsError(f"{key}.prior_cov must be a square K x K matrix")
+            import numpy as np
+
+            cov = np.asarray(self.prior_cov, dtype=float)
+            if not np.allclose(cov, cov.T) or np.linalg.eigvalsh(cov).min() <= 0:
+                raise ParamsError(f"{key}.prior_cov must be symmetric positive definite")
+
+
+MODEL_PARAMS["sparse_vae"] = SparseVAEParams
 
 
 @dataclass(frozen=True)
@@ -559,9 +714,8 @@ class IsaStudyParams:
 class SupervisedCeilingParams:
     """The supervised ceiling of a semi-supervised factor (issue 10, paper 001 sec. 4.2), the
     ``supervised_ceiling`` stage: per ``targets`` entry (setup -> its data factor, ``label`` = class
-    labels) the setup's encoder with a linear softmax head on all training labels (Adam, ``lr``,
-    ``batch_size``); held-out accuracy on ``n_val`` test points after the first ``evaluate.n_eval``
-    every ``eval_every`` steps; stops after ``patience`` evaluations without a gain or at
+    labels) the setup's encoder with a linear softmax head on all training labels but ``n_val``
+    held out (Adam, ``lr``, ``batch_size``); their accuracy every ``eval_every`` steps; stops after ``patience`` evaluations without a gain or at
     ``max_steps``.  dSprites setups are also measured at the procedural ``resolutions``."""
 
     targets: dict[str, str] = field(default_factory=dict)
@@ -585,6 +739,145 @@ class SupervisedCeilingParams:
 
 
 @dataclass(frozen=True)
+class MsscStudyParams:
+    """Paper 000's study (the ``mssc_experiments`` stage trains it in-process): every ``models``
+    entry (kinds mssc / linear_ssc, H = 2R) on every ``bars`` data set entry (each ``seeds`` value
+    shifts the entry's data seed and the model seed) for ``iterations`` full-batch EM iterations,
+    recovery at correlation ``threshold``; dictionaries of the ``models`` on the ``patches`` entry
+    with ``patch_latents`` latents for ``patch_iterations``.  ``bars: []`` = off."""
+
+    bars: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: list(range(20)))
+    iterations: int = 40
+    threshold: float = 0.9
+    patches: str = ""
+    patch_latents: int = 32
+    patch_iterations: int = 40
+    n_jobs: int = 2
+
+    def check(self, key: str, params: "Params") -> None:
+        if not self.bars:
+            return
+        for i, d in enumerate(self.bars):
+            _one_of(f"{key}.bars[{i}]", d, tuple(params.datasets))
+            _one_of(f"{key}.bars[{i}] (its kind)", params.datasets[d].kind, ("bars",))
+        if not self.models:
+            raise ParamsError(f"{key}.models must name at least one models entry")
+        for i, m in enumerate(self.models):
+            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
+            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, ("mssc", "linear_ssc"))
+        if not self.seeds:
+            raise ParamsError(f"{key}.seeds must not be empty")
+        for i, v in enumerate(self.seeds):
+            _non_negative(f"{key}.seeds[{i}]", v)
+        for name in ("iterations", "patch_latents", "patch_iterations", "n_jobs"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        if not 0.0 < self.threshold <= 1.0:
+            raise ParamsError(f"{key}.threshold must be in (0, 1], got {self.threshold}")
+        if self.patches:
+            _one_of(f"{key}.patches", self.patches, tuple(params.datasets))
+            _one_of(f"{key}.patches (its kind)", params.datasets[self.patches].kind, ("image_patches",))
+
+
+SPARSE_VAE_STUDY_KINDS = ("vae", "sparse_vae", "vsc")  # model kinds paper 003's studies train
+
+
+@dataclass(frozen=True)
+class SparseVaeRealParams:
+    """A real-data study of paper 003 (``sparse_vae_study.movielens`` / ``.single_cell``): every
+    ``models`` entry (kinds vae / sparse_vae / vsc) with ``latent_dim`` latents and MLP ``hidden``
+    widths trained with ``train`` on each of ``splits`` random splits (split s = seed s,
+    ``test_fraction`` of the rows held out), plus scikit-learn NMF (``nmf_alpha`` = C.3's alpha on
+    W and H). ``models: []`` = off. MovieLens: the ``n_items`` most-rated movies, users with more
+    than ``min_user_positives`` positives, fold-in of ``foldin_fraction`` of each held-out user's
+    items (Liang et al. 2018), Recall@``recall_k`` and NDCG@``ndcg_k``; likelihood multinomial.
+    Single cell: the ``n_items`` most variable genes; ``preprocess`` quantile (C.1, Gaussian
+    likelihood as table 6) or counts (multinomial likelihood); also PCA."""
+
+    models: list[str] = field(default_factory=list)
+    splits: int = 5
+    test_fraction: float = 0.2
+    n_items: int = 300
+    latent_dim: int = 30
+    hidden: list[int] = field(default_factory=lambda: [300, 300, 300])
+    nmf_alpha: float = 1.0
+    min_user_positives: int = 20
+    foldin_fraction: float = 0.8
+    recall_k: int = 5
+    ndcg_k: int = 10
+    preprocess: Literal["quantile", "counts"] = "quantile"
+    train: OptimParams = field(default_factory=lambda: OptimParams(steps=5000, batch_size=100, lr=1e-4))
+
+    def check(self, key: str, params: "Params") -> None:
+        if not self.models:
+            return
+        for i, m in enumerate(self.models):
+            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
+            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, SPARSE_VAE_STUDY_KINDS)
+        for name in ("splits", "n_items", "latent_dim", "recall_k", "ndcg_k"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        for name in ("nmf_alpha", "min_user_positives"):
+            _non_negative(f"{key}.{name}", getattr(self, name))
+        for name in ("test_fraction", "foldin_fraction"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ParamsError(f"{key}.{name} must be in (0, 1), got {getattr(self, name)}")
+        if max(self.recall_k, self.ndcg_k) > self.n_items:
+            raise ParamsError(f"{key}.recall_k and ndcg_k must be <= n_items ({self.n_items})")
+        _one_of(f"{key}.preprocess", self.preprocess, ("quantile", "counts"))
+        for i, h in enumerate(self.hidden):
+            _positive(f"{key}.hidden[{i}]", h)
+        self.train.check(f"{key}.train")
+
+
+@dataclass(frozen=True)
+class SparseVaeStudyParams:
+    """Paper 003's synthetic study (the ``sparse_vae_experiments`` stage trains it in-process): for
+    every ρ in ``rhos``, ``datasets_per_rho`` data sets of ``n`` points (seeds 0, 1, …; 50/50 split;
+    noise std ``noise_std``), every ``models`` entry (kinds vae / sparse_vae) with ``latent_dim``
+    latents and an MLP of ``hidden`` widths, trained with ``train``; PCA and FactorAnalysis with
+    ``latent_dim`` components. DCI on the true z binned into ``dci_bins`` quantile bins.
+    ``models: []`` = off."""
+
+    models: list[str] = field(default_factory=list)
+    rhos: list[float] = field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.8])
+    datasets_per_rho: int = 25
+    n: int = 1000
+    noise_std: float = 0.5
+    latent_dim: int = 5
+    hidden: list[int] = field(default_factory=lambda: [50])
+    dci_bins: int = 10
+    dci_backend: Literal["gbt", "hist"] = "gbt"  # the DCI classifiers (priorlab.metrics.dci); hist: ~6x faster
+    train: OptimParams = field(default_factory=lambda: OptimParams(steps=2000, batch_size=100, lr=1e-2))
+    movielens: SparseVaeRealParams = field(default_factory=SparseVaeRealParams)  # table 1a, 3a
+    single_cell: SparseVaeRealParams = field(default_factory=lambda: SparseVaeRealParams(
+        n_items=558, latent_dim=15, hidden=[100, 100, 100], train=OptimParams(steps=500, batch_size=512, lr=1e-2)))
+
+    def check(self, key: str, params: "Params") -> None:
+        self.movielens.check(f"{key}.movielens", params)
+        self.single_cell.check(f"{key}.single_cell", params)
+        if not self.models:
+            return
+        for i, m in enumerate(self.models):
+            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
+            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, SPARSE_VAE_STUDY_KINDS)
+        if not self.rhos:
+            raise ParamsError(f"{key}.rhos must not be empty")
+        for i, r in enumerate(self.rhos):
+            if not -1.0 < r < 1.0:
+                raise ParamsError(f"{key}.rhos[{i}] must be in (-1, 1), got {r}")
+        for name in ("datasets_per_rho", "n", "latent_dim", "dci_bins"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        if self.latent_dim < 2:
+            raise ParamsError(f"{key}.latent_dim must be >= 2 (DCI), got {self.latent_dim}")
+        _non_negative(f"{key}.noise_std", self.noise_std)
+        _one_of(f"{key}.dci_backend", self.dci_backend, ("gbt", "hist"))
+        for i, h in enumerate(self.hidden):
+            _positive(f"{key}.hidden[{i}]", h)
+        self.train.check(f"{key}.train")
+
+
+@dataclass(frozen=True)
 class Params:
     profile: Literal["tiny", "cpu", "paper"]
     device: Literal["cpu", "cuda", "auto"]
@@ -598,6 +891,8 @@ class Params:
     figures: FigureParams = field(default_factory=FigureParams)
     isa_study: IsaStudyParams = field(default_factory=IsaStudyParams)
     supervised_ceiling: SupervisedCeilingParams = field(default_factory=SupervisedCeilingParams)
+    mssc_study: MsscStudyParams = field(default_factory=MsscStudyParams)
+    sparse_vae_study: SparseVaeStudyParams = field(default_factory=SparseVaeStudyParams)
 
     def check(self) -> None:
         for group in ("datasets", "setups", "models"):
@@ -627,6 +922,8 @@ class Params:
         self.figures.check("figures")
         self.isa_study.check("isa_study", self)
         self.supervised_ceiling.check("supervised_ceiling", self)
+        self.mssc_study.check("mssc_study", self)
+        self.sparse_vae_study.check("sparse_vae_study", self)
 
     # convenience lookups used by stages
     def setup(self, name: str) -> SetupParams:
@@ -752,7 +1049,22 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ParamsError(f"{path}: not valid YAML ({exc.__class__.__name__})") from exc
-    return parse_params(raw or {})
+    params = parse_params(raw or {})
+    _check_dvc_keys(raw)
+    return params
+
+
+def _check_dvc_keys(raw: dict) -> None:
+    """Keys ``dvc.yaml`` interpolates from the raw file must be spelled out there (a default is not
+    seen by DVC): the pretrain stage tracks ``models.${item.pretrain_model}``, every per-run stage
+    writes under ``${item.group}``."""
+    for name, setup in raw.get("setups", {}).items():
+        if "pretrain_model" not in setup:
+            raise ParamsError(f"setups.{name}.pretrain_model: missing; dvc.yaml's pretrain stage needs it spelled out "
+                              "(name it even with pretraining: false)")
+    for name, run in raw.get("runs", {}).items():
+        if "group" not in run:
+            raise ParamsError(f"runs.{name}.group: missing; dvc.yaml's per-run stages need it spelled out")
 
 
 def profile_path(name: str, root: str | Path = ".") -> Path:

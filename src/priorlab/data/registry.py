@@ -152,6 +152,68 @@ DATASET_BUILDERS: dict[str, DatasetBuilder] = {
 """``kind`` → its builder (the parameter class of a kind is ``priorlab.config.DATASET_PARAMS[kind]``)."""
 
 
+def build_bars(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
+    """Paper 000's bars test: float32 vectors [R²] (real intensities plus Gaussian noise: uint8 images
+    would quantise them and clip the noise at 0; the sparse-coding models see flat pixels anyway);
+    the true bar intensities [N, 2R] (0 = absent) as ``sources``."""
+    from priorlab.data.bars import make_bars
+
+    d = make_bars(params.n_train + params.n_test, params.R, p=params.bar_prob or None, intensity=params.intensity,
+                  mu=params.slab_mu, sigma_pr=params.slab_std, rule={"occlusion": "max", "linear": "sum"}[params.variant],
+                  noise_std=params.noise_std, random_state=rs)
+    return {"x": d.Y, "sources": d.S}
+
+
+def build_image_patches(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
+    """Natural-image patches of scikit-learn's sample photographs (:mod:`priorlab.data.patches`)."""
+    from priorlab.data.patches import sample_patches
+
+    return {"x": sample_patches(params.n_train + params.n_test, params.patch_size, rs, params.preprocess,
+                                tuple(params.dog_sigmas))}
+
+
+DATASET_BUILDERS["bars"] = DatasetBuilder(build_bars, observation_kind="vector", version="1")
+DATASET_BUILDERS["image_patches"] = DatasetBuilder(build_image_patches, observation_kind="vector", version="1")
+
+
+def _take_rows(kind: str, n_rows: int, params, rs: np.random.RandomState) -> np.ndarray:
+    """A seeded choice of ``n_train + n_test`` of ``n_rows`` rows (training rows first); one error if too few."""
+    n = params.n_train + params.n_test
+    if n > n_rows:
+        raise DataError(f"{kind}: n_train + n_test = {n} but the data have {n_rows} rows; lower them")
+    return rs.permutation(n_rows)[:n]
+
+
+def build_movielens(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
+    """Paper 003 App. C.1: binarised ratings [users, n_movies] (uint8 0/1 counts), split by users."""
+    from priorlab.data.movielens import binarise_ratings, read_ratings
+
+    x = binarise_ratings(read_ratings(), params.n_movies, params.min_user_positives)["x"]
+    return {"x": x[_take_rows("movielens", len(x), params, rs)]}
+
+
+def build_pbmc(params, rs: np.random.RandomState, quantile: bool = False) -> dict[str, np.ndarray]:
+    """PBMC counts round(expm1(raw) · n_counts / 1e4) with cell types as labels; ``quantile``:
+    rows quantile-normalised to the training cells' mean sorted row (App. C.1)."""
+    from priorlab.data import packaged
+    from priorlab.data.pbmc import SPEC, counts_from_raw, find_pbmc, quantile_normalise, quantile_reference, read_h5ad_raw
+
+    source = find_pbmc()
+    parsed = read_h5ad_raw(packaged.read_verified_bytes(SPEC, source), str(source))
+    counts, _ = counts_from_raw(parsed["raw"], parsed["n_counts"])
+    rows = _take_rows(params.kind, len(counts), params, rs)
+    x, labels = counts[rows], parsed["labels"][rows]
+    if quantile:
+        x = quantile_normalise(x, quantile_reference(x[: params.n_train])).astype(np.float32)
+    return {"x": x, "labels": labels}
+
+
+DATASET_BUILDERS["movielens"] = DatasetBuilder(build_movielens, observation_kind="counts", version="1")
+DATASET_BUILDERS["pbmc"] = DatasetBuilder(build_pbmc, observation_kind="counts", version="1", num_classes=10)
+DATASET_BUILDERS["pbmc_quantile"] = DatasetBuilder(lambda p, rs: build_pbmc(p, rs, quantile=True),
+                                                   observation_kind="vector", version="1", num_classes=10)
+
+
 def dataset_builder(kind: str) -> DatasetBuilder:
     """The builder of data set ``kind``; a clear error for an unknown kind."""
     try:

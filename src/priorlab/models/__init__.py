@@ -103,6 +103,48 @@ def _build_factor_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[i
 MODEL_BUILDERS["factor_vae"] = _build_factor_vae
 
 
+def _build_sparse_coding(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
+    """Spike-and-slab sparse coding (paper 000), max rule (``mssc``) or linear (``linear_ssc``); H = latent_dim."""
+    from priorlab.models.mssc import SparseCodingModel
+
+    return SparseCodingModel(obs_shape, setup.latent_dim, model.rule, n_candidates=model.n_candidates,
+                             n_chains=model.n_chains, samples_per_chain=model.samples_per_chain,
+                             burn_in=model.burn_in, thin=model.thin, gibbs_init=model.gibbs_init,
+                             anneal_start=model.anneal_start, anneal_iters=model.anneal_iters,
+                             safeguard=model.safeguard, nonnegative=model.nonnegative, init_noise=model.init_noise,
+                             init_mu_pr=model.init_mu_pr, init_var_pr=model.init_var_pr)
+
+
+MODEL_BUILDERS["mssc"] = _build_sparse_coding
+MODEL_BUILDERS["linear_ssc"] = _build_sparse_coding
+
+
+def _build_sparse_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
+    """Sparse VAE (paper 003): the VAE's encoder and likelihood, a masked decoder whose trunk has the
+    setup's hidden widths, the SSL prior on W (b = G), prior N(0, I) or N(0, prior_cov)."""
+    import torch
+
+    from priorlab.models.sparse_vae import MaskedDecoder, SparseVAE, SpikeSlabLasso
+
+    if len(obs_shape) != 1:
+        raise ValueError(f"sparse_vae needs vector observations [G], got shape {list(obs_shape)}")
+    if model.prior_cov and len(model.prior_cov) != setup.latent_dim:
+        raise ValueError(f"prior_cov is {len(model.prior_cov)} x {len(model.prior_cov)}; latent_dim is {setup.latent_dim}")
+    posterior = GaussianPosterior(setup.latent_dim)
+    likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
+    encoder = build_encoder(setup.encoder, obs_shape, posterior.params_per_dim * setup.latent_dim, setup.hidden,
+                            setup.channels)
+    decoder = MaskedDecoder(obs_shape[0], setup.latent_dim, setup.hidden, likelihood.params_per_feature)
+    ssl = SpikeSlabLasso(obs_shape[0], setup.latent_dim, model.lambda0, model.lambda1,
+                         density_constants=model.density_constants)
+    cov = torch.tensor(model.prior_cov, dtype=torch.float32) if model.prior_cov else None
+    return SparseVAE(encoder, posterior, decoder, likelihood, build_prior(model.prior, setup.latent_dim), ssl,
+                     beta=model.beta, encoder_input=model.encoder_input, prior_cov=cov)
+
+
+MODEL_BUILDERS["sparse_vae"] = _build_sparse_vae
+
+
 def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     try:
         builder = MODEL_BUILDERS[model.kind]
