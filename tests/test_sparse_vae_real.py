@@ -1,0 +1,137 @@
+"""Paper 003's real-data experiments: the fold-in protocol, the NLLs, the top-movie table, the
+claims' decision rule, the config checks, and a tiny run of both studies on the installed files."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from torch.distributions import Multinomial
+
+from priorlab.config import ModelParams, OptimParams, Params, ParamsError, SparseVaeRealParams, SparseVaeStudyParams
+from priorlab.experiments import sparse_vae_real as R
+
+
+def test_foldin_split_partitions_each_users_items():
+    rs = np.random.RandomState(0)
+    x = (rs.uniform(size=(40, 30)) < 0.4).astype(np.uint8)
+    x[0] = 0
+    x[0, :4] = 1  # fewer than 5 items: not split
+    foldin, heldout = R.foldin_split(x, 0.8, np.random.RandomState(1))
+    assert np.array_equal(foldin + heldout, (x > 0).astype(np.float32))  # disjoint, covering
+    n = x.sum(1)
+    assert heldout[0].sum() == 0 and foldin[0].sum() == 4
+    big = n >= 5
+    assert np.array_equal(heldout.sum(1)[big], (0.2 * n[big]).astype(int))
+    again = R.foldin_split(x, 0.8, np.random.RandomState(1))
+    assert np.array_equal(again[1], heldout)  # seeded
+    other = R.foldin_split(x, 0.8, np.random.RandomState(2))
+    assert not np.array_equal(other[1], heldout)
+
+
+def test_multinomial_nll_matches_torch_without_the_coefficient():
+    rs = np.random.RandomState(0)
+    x = rs.poisson(2.0, (6, 5)).astype(np.float64)
+    logits = rs.standard_normal((6, 5))
+    log_p = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
+    ref = []
+    for xi, li in zip(x, logits):
+        n = int(xi.sum())
+        lp = Multinomial(n, logits=torch.tensor(li)).log_prob(torch.tensor(xi)).item()
+        coef = torch.lgamma(torch.tensor(n + 1.0, dtype=torch.float64)) - torch.lgamma(torch.tensor(xi) + 1).sum()
+        ref.append(-(lp - coef.item()))
+    assert R.multinomial_nll(x, log_p) == pytest.approx(np.mean(ref), rel=1e-10)
+
+
+def test_normalised_log_is_a_distribution_with_floor():
+    recon = np.array([[1.0, 3.0, 0.0], [-1.0, 0.0, 2.0]])
+    log_p = R.normalised_log(recon)
+    np.testing.assert_allclose(np.exp(log_p[0]), [0.25, 0.75, 1e-10], rtol=1e-12)
+    assert log_p[1, 0] == pytest.approx(np.log(1e-10)) and log_p[1, 2] == pytest.approx(0.0)
+
+
+def test_top_items_by_absolute_weight():
+    W = np.array([[0.1, -3.0], [-2.0, 0.0], [1.5, 1.0], [0.0, 2.0]])
+    names = np.array(["a", "b", "c", "d"], dtype=object)
+    assert R.top_items(W, names, np.array([0, 1]), n=2) == [["b", "c"], ["a", "d"]]
+    assert R.top_items(W, names, np.array([1]), n=4) == [["a", "d", "c", "b"]]
+
+
+def test_mean_std_and_claim_rule():
+    rows = [{"method": "s", "nll": 1.0, "acc": 0.9}, {"method": "s", "nll": 3.0, "acc": 0.7},
+            {"method": "v", "nll": 2.5, "acc": 0.8}]
+    s = R.mean_std(rows, ("nll", "acc"))
+    assert s["s"]["nll"] == 2.0 and s["s"]["nll_std"] == 1.0 and s["v"]["acc_std"] == 0.0
+    assert R.best_claim(s, "s", "nll", False, "p", "c").reproduced is True  # 2.0 < 2.5
+    assert R.best_claim(s, "s", "acc", True, "p", "c").reproduced is False  # 0.8 == 0.8: not strictly best
+    assert R.best_claim({"s": s["s"]}, "s", "nll", False, "p", "c").reproduced is False  # nothing to beat
+    ml = {"s": {"nll": 1.0, "nll_std": 0, "recall": 0.5, "recall_std": 0, "ndcg": 0.4, "ndcg_std": 0},
+          "v": {"nll": 2.0, "nll_std": 0, "recall": 0.6, "recall_std": 0, "ndcg": 0.3, "ndcg_std": 0}}
+    claims = R.decide_real_claims(ml, {}, "s", None)
+    assert [c.reproduced for c in claims] == [True, False, True] and "table 1a" in claims[0].paper
+    assert R.decide_real_claims({}, {}, None, None) == []
+
+
+def _params(**study) -> Params:
+    from priorlab.config import SparseVAEParams, VSCParams
+
+    models = {"s": SparseVAEParams(kind="sparse_vae", warm_start="scratch"),
+              "c": SparseVAEParams(kind="sparse_vae", warm_start="scratch", encoder_input="row_normalised"),
+              "v": ModelParams(kind="vae", warm_start="scratch"),
+              "vsc": VSCParams(kind="vsc", warm_start="scratch", alpha=0.01),
+              "f": ModelParams(kind="fmvae", warm_start="scratch")}
+    opt = OptimParams(steps=10, batch_size=64, lr=1e-2, checkpoint_every=10**6)
+    return Params(profile="tiny", device="cpu", datasets={}, setups={}, models=models, pretrain=opt, train=opt,
+                  runs={}, sparse_vae_study=SparseVaeStudyParams(**study))
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"models": ["x"]}, "models\\[0\\]"),
+    ({"models": ["f"]}, "its kind"),
+    ({"models": ["v"], "foldin_fraction": 1.0}, "foldin_fraction"),
+    ({"models": ["v"], "splits": 0}, "splits"),
+    ({"models": ["v"], "n_items": 8}, "recall_k and ndcg_k"),
+    ({"models": ["v"], "preprocess": "log"}, "preprocess"),
+])
+def test_real_study_config_errors(kw, match):
+    params = _params()
+    with pytest.raises(ParamsError, match=match):
+        SparseVaeRealParams(**kw).check("sparse_vae_study.movielens", params)
+    SparseVaeRealParams(models=["s", "v", "vsc"]).check("k", params)  # vsc is a study kind
+
+
+def _tiny(models, **kw) -> SparseVaeRealParams:
+    return SparseVaeRealParams(models=models, splits=1, latent_dim=3, hidden=[8], n_items=40,
+                               train=OptimParams(steps=6, batch_size=64, lr=1e-2, checkpoint_every=10**6), **kw)
+
+
+@pytest.mark.slow
+def test_both_studies_run_on_tiny_settings(tmp_path, monkeypatch):
+    pytest.importorskip("h5py")
+    from priorlab.data.movielens import find_movielens
+    from priorlab.data.pbmc import find_pbmc
+    from priorlab.experiments import sparse_vae_experiments as E
+
+    try:
+        find_movielens(), find_pbmc()
+    except FileNotFoundError:
+        pytest.skip("MovieLens / PBMC files not installed (scripts/install_datasets.sh)")
+    monkeypatch.setattr(E.paths, "CHECKPOINTS", tmp_path / "ckpt")
+    params = _params(movielens=_tiny(["c", "v", "vsc"]), single_cell=_tiny(["s", "v"]))
+    out = R.run_real(params)
+    assert {r["method"] for r in out["movielens"]["rows"]} == {"c", "v", "vsc", "NMF"}
+    assert {r["method"] for r in out["single_cell"]["rows"]} == {"s", "v", "NMF", "PCA"}
+    for r in out["movielens"]["rows"]:
+        assert r["nll"] > 0 and 0 <= r["recall"] <= 1 and 0 <= r["ndcg"] <= 1
+    assert all(0 <= r["accuracy"] <= 1 for r in out["single_cell"]["rows"])
+    topics = out["movielens"]["topics"]
+    assert topics["method"] == "c" and all(len(t) == R.TOP_MOVIES for t in topics["movies"])
+    assert [c.paper.split()[-1] for c in out["claims"]] == ["1a", "1a", "1a", "4"]
+    counts = dataclasses.replace(params.sparse_vae_study, single_cell=_tiny(["c"], preprocess="counts"),
+                                 movielens=SparseVaeRealParams())
+    again = R.run_real(dataclasses.replace(params, sparse_vae_study=counts))
+    assert again["movielens"]["rows"] == [] and len(again["single_cell"]["rows"]) == 3
+    first = R.run_real(dataclasses.replace(params, sparse_vae_study=counts))  # same seeds: same numbers
+    assert first["single_cell"]["rows"] == again["single_cell"]["rows"]
