@@ -167,6 +167,9 @@ def test_fmvae_prior_params_rerun_only_prior_init_and_after(project):
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     status = json.loads(dvc(project, "status", "--json").stdout)
     runs = ("dsprites-fmvae_ss-0",)
-    assert set(status) == {f"{stage}@{run}" for stage in ("prior_init", "train") for run in runs}, status
+    # The studies that train their models in-process track the whole models section (DVC cannot list a
+    # profile-dependent set of keys); every per-run stage outside this run is untouched.
+    in_process = {"isa_experiments", "mssc_experiments", "sparse_vae_experiments"}
+    assert set(status) - in_process == {f"{stage}@{run}" for stage in ("prior_init", "train") for run in runs}, status
     sh(project, "git", "checkout", "-q", "--", "params.yaml")
     assert "up to date" in dvc(project, "status").stdout

@@ -1,0 +1,289 @@
+"""Typed, validated parameters: the one place where ``params.yaml`` is read.
+
+The parameter classes live in the submodules (``datasets``, ``models``, ``training``, ``studies``;
+``checks`` holds :class:`ParamsError` and the small checks) and are all importable from here.
+
+Every stage calls :func:`load_params` before doing any work.  A bad value
+raises :class:`ParamsError` with a one-line message naming the key and the
+allowed values, so a typo never reaches a training loop and nothing is
+written.
+
+``params.yaml`` is a copy of one profile in ``profiles/`` (``tiny``, ``cpu``,
+``paper``); switch with ``make profile PROFILE=tiny`` (i.e.
+``python -m priorlab.config use tiny``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sys
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from priorlab.config.checks import ParamsError, _non_negative, _one_of, _positive
+from priorlab.config.datasets import (  # noqa: F401  (re-exported: the one place params are typed)
+    BarsParams,
+    DATASET_PARAMS,
+    DSpritesParams,
+    DatasetParams,
+    ImagePatchesParams,
+    MNISTParams,
+    MovieLensParams,
+    PBMCParams,
+    SmileyParams,
+    SparseSyntheticParams,
+)
+from priorlab.config.models import (  # noqa: F401  (re-exported: the one place params are typed)
+    BetaTCVAEParams,
+    FactorVAEParams,
+    FactorialMixtureParams,
+    LpNestedPriorParams,
+    MODEL_PARAMS,
+    ModelParams,
+    PPCAParams,
+    PRIOR_PARAMS,
+    PriorParams,
+    SparseCodingModelParams,
+    SparseVAEParams,
+    VSCParams,
+)
+from priorlab.config.training import (  # noqa: F401  (re-exported: the one place params are typed)
+    EvaluateParams,
+    FigureParams,
+    OptimParams,
+    RunParams,
+    SetupParams,
+)
+from priorlab.config.studies import (  # noqa: F401  (re-exported: the one place params are typed)
+    IsaStudyParams,
+    MsscStudyParams,
+    SPARSE_VAE_STUDY_KINDS,
+    SparseVaeRealParams,
+    SparseVaeStudyParams,
+    SupervisedCeilingParams,
+)
+
+
+PROFILES = ("tiny", "cpu", "paper")
+
+
+
+
+
+@dataclass(frozen=True)
+class Params:
+    profile: Literal["tiny", "cpu", "paper"]
+    device: Literal["cpu", "cuda", "auto"]
+    datasets: dict[str, DatasetParams]
+    setups: dict[str, SetupParams]
+    models: dict[str, ModelParams]
+    pretrain: OptimParams
+    train: OptimParams
+    runs: dict[str, RunParams]
+    evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+    figures: FigureParams = field(default_factory=FigureParams)
+    isa_study: IsaStudyParams = field(default_factory=IsaStudyParams)
+    supervised_ceiling: SupervisedCeilingParams = field(default_factory=SupervisedCeilingParams)
+    mssc_study: MsscStudyParams = field(default_factory=MsscStudyParams)
+    sparse_vae_study: SparseVaeStudyParams = field(default_factory=SparseVaeStudyParams)
+
+    def check(self) -> None:
+        for group in ("datasets", "setups", "models"):
+            entries = getattr(self, group)
+            if not entries:
+                raise ParamsError(f"{group} must define at least one entry")
+            for name, entry in entries.items():
+                entry.check(f"{group}.{name}")
+        for name, setup in self.setups.items():
+            _one_of(f"setups.{name}.dataset", setup.dataset, tuple(self.datasets))
+            _one_of(f"setups.{name}.pretrain_model", setup.pretrain_model, tuple(self.models))
+        self.pretrain.check("pretrain")
+        self.train.check("train")
+        if not self.runs:
+            raise ParamsError("runs must define at least one entry")
+        for name, run in self.runs.items():
+            run.check(f"runs.{name}")
+            _one_of(f"runs.{name}.setup", run.setup, tuple(self.setups))
+            _one_of(f"runs.{name}.model", run.model, tuple(self.models))
+            if not self.setups[run.setup].pretraining and self.models[run.model].warm_start != "scratch":
+                raise ParamsError(f"runs.{name}: setup {run.setup!r} has pretraining: false, so model "
+                                  f"{run.model!r} needs warm_start: scratch")
+        self.evaluate.check("evaluate")
+        groups = sorted({run.group for run in self.runs.values()})
+        for group in self.evaluate.group_metrics:
+            _one_of("evaluate.group_metrics", group, tuple(groups))
+        self.figures.check("figures")
+        self.isa_study.check("isa_study", self)
+        self.supervised_ceiling.check("supervised_ceiling", self)
+        self.mssc_study.check("mssc_study", self)
+        self.sparse_vae_study.check("sparse_vae_study", self)
+
+    # convenience lookups used by stages
+    def setup(self, name: str) -> SetupParams:
+        _one_of("setup", name, tuple(self.setups))
+        return self.setups[name]
+
+    def model(self, name: str) -> ModelParams:
+        _one_of("model", name, tuple(self.models))
+        return self.models[name]
+
+    def run(self, name: str) -> RunParams:
+        _one_of("run", name, tuple(self.runs))
+        return self.runs[name]
+
+    def dataset_of(self, setup: str) -> DatasetParams:
+        return self.datasets[self.setup(setup).dataset]
+
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _parse(tp, value, key: str):
+    """Convert ``value`` to type ``tp`` or raise :class:`ParamsError` naming ``key``."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return _parse_dataclass(tp, value, key)
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        _one_of(key, value, allowed)
+        return value
+    if origin is dict:
+        _, vtp = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise ParamsError(f"{key} must be a mapping, got {type(value).__name__}")
+        return {str(k): _parse(vtp, v, f"{key}.{k}") for k, v in value.items()}
+    if origin is list:
+        (etp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ParamsError(f"{key} must be a list, got {type(value).__name__}")
+        return [_parse(etp, v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ParamsError(f"{key} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ParamsError(f"{key} must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ParamsError(f"{key} must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ParamsError(f"{key} must be a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported parameter type {tp!r} at {key}")  # programming error
+
+
+TAGGED_UNIONS: dict[type, dict[str, type]] = {
+    ModelParams: MODEL_PARAMS, DatasetParams: DATASET_PARAMS, PriorParams: PRIOR_PARAMS,
+}
+"""Tagged unions on ``kind``: a value typed as a base class here is parsed into the class its
+registry names for the value's ``kind``."""
+
+
+def _parse_dataclass(cls, value, key: str):
+    prefix = f"{key}." if key else ""
+    if not isinstance(value, dict):
+        raise ParamsError(f"{key or 'params'} must be a mapping, got {type(value).__name__}")
+    if cls in TAGGED_UNIONS:
+        kinds, kind = TAGGED_UNIONS[cls], value.get("kind")
+        if not isinstance(kind, str) or kind not in kinds:
+            raise ParamsError(f"{prefix}kind: unknown value {kind!r}; allowed: {', '.join(kinds)}")
+        cls = kinds[kind]
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise ParamsError(
+            f"{prefix}{unknown[0]}: unknown key; allowed: {', '.join(fields)}"
+        )
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in value:
+            kwargs[name] = _parse(hints[name], value[name], f"{prefix}{name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ParamsError(f"{prefix}{name}: missing required key")
+    return cls(**kwargs)
+
+
+def parse_params(raw: dict) -> Params:
+    """Validate a raw mapping (as read from YAML) into :class:`Params`."""
+    params = _parse_dataclass(Params, raw, "")
+    params.check()
+    return params
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate ``params.yaml``; raises :class:`ParamsError` on any problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"{path}: parameter file not found (run `make profile PROFILE=cpu`)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{path}: not valid YAML ({exc.__class__.__name__})") from exc
+    params = parse_params(raw or {})
+    _check_dvc_keys(raw)
+    return params
+
+
+def _check_dvc_keys(raw: dict) -> None:
+    """Keys ``dvc.yaml`` interpolates from the raw file must be spelled out there (a default is not
+    seen by DVC): the pretrain stage tracks ``models.${item.pretrain_model}``, every per-run stage
+    writes under ``${item.group}``."""
+    for name, setup in raw.get("setups", {}).items():
+        if "pretrain_model" not in setup:
+            raise ParamsError(f"setups.{name}.pretrain_model: missing; dvc.yaml's pretrain stage needs it spelled out "
+                              "(name it even with pretraining: false)")
+    for name, run in raw.get("runs", {}).items():
+        if "group" not in run:
+            raise ParamsError(f"runs.{name}.group: missing; dvc.yaml's per-run stages need it spelled out")
+
+
+def profile_path(name: str, root: str | Path = ".") -> Path:
+    _one_of("profile", name, PROFILES)
+    return Path(root) / "profiles" / f"{name}.yaml"
+
+
+def use_profile(name: str, root: str | Path = ".") -> Path:
+    """Validate ``profiles/<name>.yaml`` and copy it to ``params.yaml``."""
+    src = profile_path(name, root)
+    params = load_params(src)
+    if params.profile != name:
+        raise ParamsError(f"{src}: profile key is {params.profile!r}, expected {name!r}")
+    dst = Path(root) / "params.yaml"
+    tmp = dst.with_suffix(".yaml.tmp")
+    shutil.copyfile(src, tmp)
+    tmp.replace(dst)
+    return dst
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m priorlab.config use PROFILE`` | ``check [PATH]``."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if len(argv) == 2 and argv[0] == "use":
+            dst = use_profile(argv[1])
+            print(f"params.yaml <- profiles/{argv[1]}.yaml")
+            return 0 if dst.exists() else 1
+        if argv and argv[0] == "check" and len(argv) <= 2:
+            p = load_params(argv[1] if len(argv) == 2 else "params.yaml")
+            print(f"ok: profile {p.profile}")
+            return 0
+    except ParamsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("usage: python -m priorlab.config use {tiny,cpu,paper} | check [PATH]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""Settings of the experiment stages that train their models in-process (papers 000, 003, 004; the
+supervised ceiling of paper 001)."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Literal
+
+from priorlab.config.checks import ParamsError, _non_negative, _one_of, _positive
+from priorlab.config.training import EvaluateParams, OptimParams
+
+
+@dataclass(frozen=True)
+class IsaStudyParams:
+    """Paper 004's dSprites study (the ``isa_experiments`` stage trains it in-process): every
+    ``models`` entry over the β grid (``beta`` of kind vae, ``tc_weight`` of kind beta_tcvae: the
+    paper's β weights the TC term of (ISA-)β-TCVAE) or, for kind factor_vae, the γ grid, × seeds;
+    from scratch on ``setup`` with ``train``; metrics with ``evaluate``.  ``setup: ""`` = off."""
+
+    setup: str = ""
+    models: list[str] = field(default_factory=list)
+    betas: list[float] = field(default_factory=lambda: [1.0, 2.0, 4.0])
+    gammas: list[float] = field(default_factory=lambda: [1.0, 5.0, 10.0])
+    seeds: list[int] = field(default_factory=lambda: [0, 1])
+    train: OptimParams = field(default_factory=lambda: OptimParams(steps=1000, batch_size=64, lr=1e-3))
+    evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+
+    GRID: typing.ClassVar[dict[str, str]] = {"vae": "beta", "beta_tcvae": "tc_weight", "factor_vae": "gamma"}
+
+    def check(self, key: str, params: "Params") -> None:
+        if not self.setup:
+            return
+        _one_of(f"{key}.setup", self.setup, tuple(params.setups))
+        if not self.models:
+            raise ParamsError(f"{key}.models must name at least one models entry")
+        for i, m in enumerate(self.models):
+            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
+            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, tuple(self.GRID))
+        for name in ("betas", "gammas", "seeds"):
+            if not getattr(self, name):
+                raise ParamsError(f"{key}.{name} must not be empty")
+            for i, v in enumerate(getattr(self, name)):
+                _non_negative(f"{key}.{name}[{i}]", v)
+        self.train.check(f"{key}.train")
+        self.evaluate.check(f"{key}.evaluate")
+
+
+@dataclass(frozen=True)
+class SupervisedCeilingParams:
+    """The supervised ceiling of a semi-supervised factor (issue 10, paper 001 sec. 4.2), the
+    ``supervised_ceiling`` stage: per ``targets`` entry (setup -> its data factor, ``label`` = class
+    labels) the setup's encoder with a linear softmax head on all training labels but ``n_val``
+    held out (Adam, ``lr``, ``batch_size``); their accuracy every ``eval_every`` steps; stops after ``patience`` evaluations without a gain or at
+    ``max_steps``.  dSprites setups are also measured at the procedural ``resolutions``."""
+
+    targets: dict[str, str] = field(default_factory=dict)
+    resolutions: list[int] = field(default_factory=list)
+    batch_size: int = 64
+    lr: float = 1e-3
+    eval_every: int = 200
+    patience: int = 3
+    max_steps: int = 3000
+    n_val: int = 1000
+    seed: int = 0
+
+    def check(self, key: str, params: "Params") -> None:
+        for setup in self.targets:
+            _one_of(f"{key}.targets", setup, tuple(params.setups))
+        for i, r in enumerate(self.resolutions):
+            _positive(f"{key}.resolutions[{i}]", r)
+        for name in ("batch_size", "lr", "eval_every", "patience", "max_steps", "n_val"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        _non_negative(f"{key}.seed", self.seed)
+
+
+@dataclass(frozen=True)
+class MsscStudyParams:
+    """Paper 000's study (the ``mssc_experiments`` stage trains it in-process): every ``models``
+    entry (kinds mssc / linear_ssc, H = 2R) on every ``bars`` data set entry (each ``seeds`` value
+    shifts the entry's data seed and the model seed) for ``iterations`` full-batch EM iterations,
+    recovery at correlation ``threshold``; dictionaries of the ``models`` on the ``patches`` entry
+    with ``patch_latents`` latents for ``patch_iterations``.  ``bars: []`` = off."""
+
+    bars: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: list(range(20)))
+    iterations: int = 40
+    threshold: float = 0.9
+    patches: str = ""
+    patch_latents: int = 32
+    patch_iterations: int = 40
+    n_jobs: int = 2
+
+    def check(self, key: str, params: "Params") -> None:
+        if not self.bars:
+            return
+        for i, d in enumerate(self.bars):
+            _one_of(f"{key}.bars[{i}]", d, tuple(params.datasets))
+            _one_of(f"{key}.bars[{i}] (its kind)", params.datasets[d].kind, ("bars",))
+        if not self.models:
+            raise ParamsError(f"{key}.models must name at least one models entry")
+        for i, m in enumerate(self.models):
+            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
+            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, ("mssc", "linear_ssc"))
+        if not self.seeds:
+            raise ParamsError(f"{key}.seeds must not be empty")
+        for i, v in enumerate(self.seeds):
+            _non_negative(f"{key}.seeds[{i}]", v)
+        for name in ("iterations", "patch_latents", "patch_iterations", "n_jobs"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        if not 0.0 < self.threshold <= 1.0:
+            raise ParamsError(f"{key}.threshold must be in (0, 1], got {self.threshold}")
+        if self.patches:
+            _one_of(f"{key}.patches", self.patches, tuple(params.datasets))
+            _one_of(f"{key}.patches (its kind)", params.datasets[self.patches].kind, ("image_patches",))
+
+
+SPARSE_VAE_STUDY_KINDS = ("vae", "sparse_vae", "vsc")  # model kinds paper 003's studies train
+
+
+@dataclass(frozen=True)
+class SparseVaeRealParams:
+    """A real-data study of paper 003 (``sparse_vae_study.movielens`` / ``.single_cell``): every
+    ``models`` entry (kinds vae / sparse_vae / vsc) with ``latent_dim`` latents and MLP ``hidden``
+    widths trained with ``train`` on each of ``splits`` random splits (split s = seed s,
+    ``test_fraction`` of the rows held out), plus scikit-learn NMF (``nmf_alpha`` = C.3's alpha on
+    W and H). ``models: []`` = off. MovieLens: the ``n_items`` most-rated movies, users with more
+    than ``min_user_positives`` positives, fold-in of ``foldin_fraction`` of each held-out user's
+    items (Liang et al. 2018), Recall@``recall_k`` and NDCG@``ndcg_k``; likelihood multinomial.
+    Single cell: the ``n_items`` most variable genes; ``preprocess`` quantile (C.1, Gaussian
+    likelihood as table 6) or counts (multinomial likelihood); also PCA."""
+
+    models: list[str] = field(default_factory=list)
+    splits: int = 5
+    test_fraction: float = 0.2
+    n_items: int = 300
+    latent_dim: int = 30
+    hidden: list[int] = field(default_factory=lambda: [300, 300, 300])
+    nmf_alpha: float = 1.0
+    min_user_positives: int = 20
+    foldin_fraction: float = 0.8
+    recall_k: int = 5
+    ndcg_k: int = 10
+    preprocess: Literal["quantile", "counts"] = "quantile"
+    train: OptimParams = field(default_factory=lambda: OptimParams(steps=5000, batch_size=100, lr=1e-4))
+
+    def check(self, key: str, params: "Params") -> None:
+        if not self.models:
+            return
+        for i, m in enumerate(self.models):
+            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
+            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, SPARSE_VAE_STUDY_KINDS)
+        for name in ("splits", "n_items", "latent_dim", "recall_k", "ndcg_k"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        for name in ("nmf_alpha", "min_user_positives"):
+            _non_negative(f"{key}.{name}", getattr(self, name))
+        for name in ("test_fraction", "foldin_fraction"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ParamsError(f"{key}.{name} must be in (0, 1), got {getattr(self, name)}")
+        if max(self.recall_k, self.ndcg_k) > self.n_items:
+            raise ParamsError(f"{key}.recall_k and ndcg_k must be <= n_items ({self.n_items})")
+        _one_of(f"{key}.preprocess", self.preprocess, ("quantile", "counts"))
+        for i, h in enumerate(self.hidden):
+            _positive(f"{key}.hidden[{i}]", h)
+        self.train.check(f"{key}.train")
+
+
+@dataclass(frozen=True)
+class SparseVaeStudyParams:
+    """Paper 003's synthetic study (the ``sparse_vae_experiments`` stage trains it in-process): for
+    every ρ in ``rhos``, ``datasets_per_rho`` data sets of ``n`` points (seeds 0, 1, …; 50/50 split;
+    noise std ``noise_std``), every ``models`` entry (kinds vae / sparse_vae) with ``latent_dim``
+    latents and an MLP of ``hidden`` widths, trained with ``train``; PCA and FactorAnalysis with
+    ``latent_dim`` components. DCI on the true z binned into ``dci_bins`` quantile bins.
+    ``models: []`` = off."""
+
+    models: list[str] = field(default_factory=list)
+    rhos: list[float] = field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.8])
+    datasets_per_rho: int = 25
+    n: int = 1000
+    noise_std: float = 0.5
+    latent_dim: int = 5
+    hidden: list[int] = field(default_factory=lambda: [50])
+    dci_bins: int = 10
+    dci_backend: Literal["gbt", "hist"] = "gbt"  # the DCI classifiers (priorlab.metrics.dci); hist: ~6x faster
+    train: OptimParams = field(default_factory=lambda: OptimParams(steps=2000, batch_size=100, lr=1e-2))
+    movielens: SparseVaeRealParams = field(default_factory=SparseVaeRealParams)  # table 1a, 3a
+    single_cell: SparseVaeRealParams = field(default_factory=lambda: SparseVaeRealParams(
+        n_items=558, latent_dim=15, hidden=[100, 100, 100], train=OptimParams(steps=500, batch_size=512, lr=1e-2)))
+
+    def check(self, key: str, params: "Params") -> None:
+        self.movielens.check(f"{key}.movielens", params)
+        self.single_cell.check(f"{key}.single_cell", params)
+        if not self.models:
+            return
+        for i, m in enumerate(self.models):
+            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
+            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, SPARSE_VAE_STUDY_KINDS)
+        if not self.rhos:
+            raise ParamsError(f"{key}.rhos must not be empty")
+        for i, r in enumerate(self.rhos):
+            if not -1.0 < r < 1.0:
+                raise ParamsError(f"{key}.rhos[{i}] must be in (-1, 1), got {r}")
+        for name in ("datasets_per_rho", "n", "latent_dim", "dci_bins"):
+            _positive(f"{key}.{name}", getattr(self, name))
+        if self.latent_dim < 2:
+            raise ParamsError(f"{key}.latent_dim must be >= 2 (DCI), got {self.latent_dim}")
+        _non_negative(f"{key}.noise_std", self.noise_std)
+        _one_of(f"{key}.dci_backend", self.dci_backend, ("gbt", "hist"))
+        for i, h in enumerate(self.hidden):
+            _positive(f"{key}.hidden[{i}]", h)
+        self.train.check(f"{key}.train")

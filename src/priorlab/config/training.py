@@ -1,0 +1,138 @@
+"""Setups, training phases, runs, evaluation and figure settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Literal
+
+from priorlab.config.checks import _non_negative, _one_of, _positive
+from priorlab.metric_registry import DEFAULT_METRICS, METRICS
+
+
+@dataclass(frozen=True)
+class SetupParams:
+    """A data set with its networks and latent size: one pretraining is shared per setup."""
+
+    dataset: str
+    latent_dim: int
+    encoder: Literal["mlp", "conv"] = "mlp"
+    decoder: Literal["mlp", "conv"] = "mlp"
+    hidden: list[int] = field(default_factory=lambda: [256, 256])
+    channels: list[int] = field(default_factory=lambda: [32, 32, 64, 64])
+    likelihood: str = "bernoulli"  # a name in priorlab.likelihoods.LIKELIHOODS
+    # Gaussian likelihood: fixed observation std, or "learned" per feature
+    obs_std: float = 0.1
+    learn_obs_std: bool = False
+    # the `models:` entry pretrained for this setup: by convention "pretrain", the N(0, I) VAE with
+    # beta = 1 (paper 001, sec. 2.4); kinds with their own pretraining phase (VSC's spike warm-up) differ
+    pretrain_model: str = "pretrain"
+    # false: the setup is not pretrained (its pretrain stage only records that; every run of the setup
+    # starts from scratch, e.g. a model fitted by EM)
+    pretraining: bool = True
+
+    def check(self, key: str) -> None:
+        from priorlab.likelihoods import LIKELIHOODS  # the registry (imports torch: only when checking)
+
+        _one_of(f"{key}.likelihood", self.likelihood, tuple(LIKELIHOODS))
+        _positive(f"{key}.latent_dim", self.latent_dim)
+        for i, h in enumerate(self.hidden):
+            _positive(f"{key}.hidden[{i}]", h)
+        for i, c in enumerate(self.channels):
+            _positive(f"{key}.channels[{i}]", c)
+        _positive(f"{key}.obs_std", self.obs_std)
+
+
+@dataclass(frozen=True)
+class OptimParams:
+    """A training phase (pretraining or joint training)."""
+
+    steps: int
+    batch_size: int
+    lr: float
+    checkpoint_every: int = 500
+    log_every: int = 50
+    kl_warmup_steps: int = 0  # linear KL annealing from 0 to 1 over these steps
+    lr_milestones: list[int] = field(default_factory=list)  # steps at which lr is multiplied by lr_gamma
+    lr_gamma: float = 0.1
+    seed: int = 0
+
+    def check(self, key: str) -> None:
+        _non_negative(f"{key}.steps", self.steps)
+        _positive(f"{key}.batch_size", self.batch_size)
+        _positive(f"{key}.lr", self.lr)
+        _positive(f"{key}.checkpoint_every", self.checkpoint_every)
+        _positive(f"{key}.log_every", self.log_every)
+        _non_negative(f"{key}.kl_warmup_steps", self.kl_warmup_steps)
+        _positive(f"{key}.lr_gamma", self.lr_gamma)
+        for i, m in enumerate(self.lr_milestones):
+            _positive(f"{key}.lr_milestones[{i}]", m)
+
+
+@dataclass(frozen=True)
+class RunParams:
+    """One trained model: a setup, a model and a seed (a ``runs:`` entry; its key names the run)."""
+
+    setup: str
+    model: str
+    seed: int = 0
+    group: str = "baselines"  # the experiment it belongs to (report sections)
+
+    def check(self, key: str) -> None:
+        _non_negative(f"{key}.seed", self.seed)
+
+
+@dataclass(frozen=True)
+class EvaluateParams:
+    n_eval: int = 2000  # test points for ELBO / importance-weighted bound
+    iw_samples: int = 100  # k of the importance-weighted log-likelihood estimate
+    batch_size: int = 250
+    active_threshold: float = 0.01  # Burda et al.: Var_x E_q[z_d] above this counts as active
+    # disentanglement metrics (disentanglement_lib's sizes: 10,000 train / 5,000 test points)
+    metric_num_train: int = 10000
+    metric_num_test: int = 5000
+    metric_batch_size: int = 64  # beta-VAE / FactorVAE score batches
+    n_bins: int = 20  # MIG / modularity discretisation
+    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    # per experiment group (``runs.*.group``), a metric list replacing ``metrics`` for its runs
+    group_metrics: dict[str, list[str]] = field(default_factory=dict)
+    representation: Literal["mean", "sample"] = "mean"  # encoder mean (reference) or one posterior sample
+    n_jobs: int = 1  # per-factor classifiers (DCI) in parallel processes
+    # "gbt": the reference gradient-boosted trees (slow); "hist": the fast histogram-GBT backend
+    dci_backend: Literal["gbt", "hist"] = "gbt"
+    seed: int = 0
+
+    def metrics_for(self, group: str) -> list[str]:
+        """The disentanglement metrics computed for the runs of experiment ``group``."""
+        return list(self.group_metrics.get(group, self.metrics))
+
+    def check(self, key: str) -> None:
+        _positive(f"{key}.n_eval", self.n_eval)
+        _positive(f"{key}.metric_num_train", self.metric_num_train)
+        _positive(f"{key}.metric_num_test", self.metric_num_test)
+        _positive(f"{key}.metric_batch_size", self.metric_batch_size)
+        _positive(f"{key}.n_bins", self.n_bins)
+        _positive(f"{key}.n_jobs", self.n_jobs)
+        for i, m in enumerate(self.metrics):
+            _one_of(f"{key}.metrics[{i}]", m, tuple(METRICS))
+        for group, names in self.group_metrics.items():
+            for i, m in enumerate(names):
+                _one_of(f"{key}.group_metrics.{group}[{i}]", m, tuple(METRICS))
+        _positive(f"{key}.iw_samples", self.iw_samples)
+        _positive(f"{key}.batch_size", self.batch_size)
+        _positive(f"{key}.active_threshold", self.active_threshold)
+
+
+@dataclass(frozen=True)
+class FigureParams:
+    n_reconstructions: int = 8
+    traversal_steps: int = 9
+    traversal_range: float = 2.5
+    max_traversal_dims: int = 10
+
+    def check(self, key: str) -> None:
+        _positive(f"{key}.n_reconstructions", self.n_reconstructions)
+        _positive(f"{key}.traversal_steps", self.traversal_steps)
+        _positive(f"{key}.traversal_range", self.traversal_range)
+        _positive(f"{key}.max_traversal_dims", self.max_traversal_dims)
