@@ -43,6 +43,7 @@ SCRIPT = textwrap.dedent(
     """
     import sys, torch
     sys.path.insert(0, {root!r})
+    torch.set_num_threads({threads})  # the reference's thread count: float sums depend on it
     from priorlab.config import OptimParams
     from priorlab.train import fit
     from tests.helpers import as_training_set, tiny_data, tiny_model
@@ -58,7 +59,7 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path):
     reference = _train(tmp_path, "ref")
     ckpt, live, out = tmp_path / "k.pt", tmp_path / "live", tmp_path / "final.pt"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = SCRIPT.format(root=root, ckpt=str(ckpt), live=str(live), out=str(out))
+    script = SCRIPT.format(root=root, ckpt=str(ckpt), live=str(live), out=str(out), threads=torch.get_num_threads())
     env = {**os.environ, KILL_ENV: "25", "PYTHONPATH": os.path.join(root, "src")}
     killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
     assert killed.returncode == -9  # SIGKILL

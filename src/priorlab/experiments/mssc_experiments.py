@@ -20,6 +20,7 @@ number existed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from pathlib import Path
@@ -65,13 +66,27 @@ def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: in
     return model, logs
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Small models: one torch thread (2 workers share the 2 cores); the caller's setting is restored."""
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def bars_run(params: Params, bars: str, model: str, seed: int) -> dict[str, Any]:
     """Train ``model`` on data set entry ``bars`` with its seed shifted by ``seed``; score recovery."""
+    with one_thread():
+        return _bars_run(params, bars, model, seed)
+
+
+def _bars_run(params: Params, bars: str, model: str, seed: int) -> dict[str, Any]:
     from priorlab.data.bars import bar_matrix, bars_recovery
     from priorlab.data.store import build_arrays
 
     t0, c0 = time.perf_counter(), time.process_time()
-    torch.set_num_threads(1)
     dp: BarsParams = params.datasets[bars]
     arrays = build_arrays(dataclasses.replace(dp, seed=dp.seed + seed))
     data = in_memory(bars, arrays)
@@ -217,10 +232,15 @@ def field_stats(W: np.ndarray, patch_size: int) -> dict[str, float]:
 
 
 def patches_run(params: Params, model: str) -> dict[str, Any]:
+    """Dictionaries learned on natural-image patches (one torch thread, restored after)."""
+    with one_thread():
+        return _patches_run(params, model)
+
+
+def _patches_run(params: Params, model: str) -> dict[str, Any]:
     from priorlab.data.store import build_arrays
 
     t0, c0 = time.perf_counter(), time.process_time()
-    torch.set_num_threads(1)
     study = params.mssc_study
     dp: ImagePatchesParams = params.datasets[study.patches]
     data = in_memory(study.patches, build_arrays(dp))
