@@ -148,9 +148,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 # --- sparse VAE (paper 003): masked decoder vs the plain MLP decoder -----------------------------
 
@@ -205,3 +202,7 @@ def sparse_vae_peak_memory(g_dim: int = 1000, batch: int = 64) -> dict[str, floa
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     after = int(res.stdout.split()[-1]) / 1024
     return {"G": g_dim, "peak_rss_mib": after, "trunk_activation_mib": batch * g_dim * (30 + 2 * 300) * 4 / 2**20}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
