@@ -260,6 +260,38 @@ def plot_exponents(frame: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+# --------------------------------------------------------------------------- data plots (dvc.yaml `plots:`)
+
+STRENGTH_SCORES = ("mig", "mig_no_shape")  # the scores of the data plots
+
+
+def strength_tables(frame: pd.DataFrame, scores=STRENGTH_SCORES) -> dict[str, pd.DataFrame]:
+    """The data plots of fig. 3 that ``dvc plots diff`` overlays across commits: ``mig_vs_beta.csv``
+    (the β grid of kinds ``vae`` and ``beta_tcvae``) and ``mig_vs_gamma.csv`` (the γ grid of kind
+    ``factor_vae``), one row per strength, one column ``<score>_<models entry>`` per score and model:
+    the median over seeds (as ``mig_vs_beta.png`` and the claim). A grid without runs has no file."""
+    tables = {}
+    for col, gamma in (("beta", False), ("gamma", True)):
+        f = frame[(frame["kind"] == "factor_vae") == gamma]
+        if f.empty:
+            continue
+        models = list(dict.fromkeys(f["model"]))
+        med = f.astype({s: float for s in scores}).groupby(["strength", "model"])[list(scores)].median()
+        med = med.unstack("model")
+        table = pd.DataFrame({f"{s}_{m}": med[s, m] for s in scores for m in models})
+        tables[f"mig_vs_{col}.csv"] = table.rename_axis(col).sort_index().reset_index()
+    return tables
+
+
+def write_strength_tables(frame: pd.DataFrame, out: Path) -> list[Path]:
+    """Writes :func:`strength_tables` into ``out``; returns the files."""
+    written = []
+    for name, table in strength_tables(frame).items():
+        table.to_csv(out / name, index=False, float_format="%.10g")
+        written.append(out / name)
+    return written
+
+
 # --------------------------------------------------------------------------- the stage
 
 
@@ -298,7 +330,9 @@ def write_report(params: Params, frame: pd.DataFrame, claims: list[Claim], wall_
         lines += ["Figures: `mig_vs_beta.png`, `mig_no_shape_vs_beta.png`, `mig_vs_reconstruction.png`, "
                   "`exponents.png`, `latents_<model>.png` (the representative run of each model, A.5's rule: "
                   "nearest, in Mahalanobis distance over MIG and reconstruction, to the mean of the upper half of MIG "
-                  "scores); every run's scores in `results.csv`.", ""]
+                  "scores); every run's scores in `results.csv`; the medians of MIG and MIG without shape per "
+                  "strength in `mig_vs_beta.csv` / `mig_vs_gamma.csv` (data plots of `dvc.yaml`: `dvc plots diff`).",
+                  ""]
     path = out / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
@@ -329,6 +363,7 @@ def run_isa_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
     if rows:
         table = frame.drop(columns=["metrics", "model_params", "exponents", "responses"])
         table.to_csv(out / "results.csv", index=False)
+        write_strength_tables(frame, out)  # mig_vs_beta.csv, mig_vs_gamma.csv: data plots of dvc.yaml
         plot_mig_vs_strength(frame, out / "mig_vs_beta.png")
         plot_mig_vs_strength(frame, out / "mig_no_shape_vs_beta.png", "mig_no_shape")
         plot_mig_vs_reconstruction(frame, out / "mig_vs_reconstruction.png")
