@@ -74,6 +74,59 @@ def test_claim_plots_name_columns_of_their_files():
     assert checked >= 1
 
 
+def plot_files() -> dict[str, str]:
+    """Every file or folder a plot of dvc.yaml reads (image folders included): path -> plot id."""
+    entries = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
+    files = {e: e for e in entries if isinstance(e, str)}
+    for plot_id, props in plot_definitions():
+        y = props.get("y")
+        for path in (y if isinstance(y, dict) else {plot_id: None}):
+            files[path] = plot_id
+    return files
+
+
+def stage_outs() -> list[str]:
+    """The outs of every stage of dvc.yaml, ``${...}`` of foreach stages as they are written."""
+    outs = []
+    for stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].values():
+        for out in stage.get("do", stage).get("outs", []):
+            outs.append(next(iter(out)) if isinstance(out, dict) else out)
+    return outs
+
+
+def test_every_plot_reads_files_some_stage_writes():
+    outs = stage_outs()
+    patterns = [re.compile(re.sub(r"\\\$\\\{[^}]*\\\}", "[^/]+", re.escape(out)) + "(/.*)?") for out in outs]
+    orphans = {path: plot_id for path, plot_id in plot_files().items()  # a file in an out, or a folder of outs
+               if not any(p.fullmatch(path) for p in patterns) and not any(o.startswith(path + "/") for o in outs)}
+    assert not orphans, f"dvc.yaml plots: no stage has these files in its outs: {orphans}"
+    assert {"reports/isa_experiments/mig_vs_beta.csv", "reports/isa_experiments/mig_vs_gamma.csv",
+            "reports/sparse_vae_experiments/recovery_vs_rho.csv"} <= set(plot_files())  # papers 004 and 003
+
+
+@pytest.mark.parametrize("profile", ["cpu", "paper"])
+def test_study_data_plots_name_the_columns_their_stages_write(profile):
+    """The columns of the paper 003 / 004 data plots against what their writers make of the profile's
+    study grid (the files themselves appear with the next full run)."""
+    from priorlab.config import load_params
+    from priorlab.experiments import isa_experiments as ie
+    from priorlab.experiments import sparse_vae_experiments as E
+    from tests.test_study_plot_tables import fake_isa_rows, fake_sparse_rows
+
+    params = load_params(ROOT / "profiles" / f"{profile}.yaml")
+    headers = {f"reports/{ie.NAME}/{name}": list(t.columns)
+               for name, t in ie.strength_tables(ie.study_frame(fake_isa_rows(params))).items()}
+    headers[f"reports/{E.NAME}/recovery_vs_rho.csv"] = E.recovery_table(E.summarise(fake_sparse_rows(params)))[0]
+    plotted = set()
+    for plot_id, props in plot_definitions():
+        for path, fields in props["y"].items() if isinstance(props.get("y"), dict) else ():
+            if path in headers:
+                missing = {props["x"], *np.atleast_1d(fields)} - set(headers[path])
+                assert not missing, f"{plot_id}: {path} has no columns {sorted(missing)} ({headers[path]})"
+                plotted.add(path)
+    assert plotted == set(headers)
+
+
 @pytest.mark.slow
 def test_vsc_elbo_data_plots_hold_the_mean_test_elbo_per_prior_strength(tmp_path, monkeypatch):
     """``elbo_vs_alpha.csv`` / ``elbo_vs_beta.csv`` (paper 002, fig. 1) from the committed cpu metrics."""
@@ -105,7 +158,7 @@ def test_vsc_elbo_data_plots_hold_the_mean_test_elbo_per_prior_strength(tmp_path
 def _fixture_data(repo: Path, definitions: list[tuple[str, dict]], shift: float) -> int:
     """Writes tiny data for the data plots ``definitions`` (``shift`` moves every y); returns the number
     of plots the page will hold."""
-    rng, n_plots = np.random.default_rng(16), 0
+    rng, n_plots, tables = np.random.default_rng(16), 0, {}
     for plot_id, props in definitions:
         if CURVES.fullmatch(plot_id):
             for term in ("elbo", "kl"):
@@ -115,12 +168,14 @@ def _fixture_data(repo: Path, definitions: list[tuple[str, dict]], shift: float)
                 f.write_text("step\t" + term + "\n" + "".join(f"{50 * (i + 1)}\t{v:.4f}\n" for i, v in enumerate(y)))
                 n_plots += 1
         else:
-            for path, fields in props["y"].items():
-                cols = [props["x"], *np.atleast_1d(fields)]
-                rows = np.column_stack([np.arange(1.0, 6.0), rng.normal(size=(5, len(cols) - 1)) + shift])
-                (repo / path).parent.mkdir(parents=True, exist_ok=True)
-                np.savetxt(repo / path, rows, "%.4f", ",", header=",".join(cols), comments="")
+            for path, fields in props["y"].items():  # several plots may read one file: the union of columns
+                cols = tables.setdefault(path, [props["x"]])
+                cols += [f for f in np.atleast_1d(fields) if f not in cols]
             n_plots += 1
+    for path, cols in tables.items():
+        rows = np.column_stack([np.arange(1.0, 6.0), rng.normal(size=(5, len(cols) - 1)) + shift])
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        np.savetxt(repo / path, rows, "%.4f", ",", header=",".join(cols), comments="")
     return n_plots
 
 
