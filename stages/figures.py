@@ -6,4 +6,4 @@ from priorlab.cli import run_stage
 from priorlab.pipeline import run_figures
 
 if __name__ == "__main__":
-    sys.exit(run_stage(run_figures, "run"))
+    sys.exit(run_stage(run_figures))

@@ -6,4 +6,4 @@ from priorlab.cli import run_stage
 from priorlab.pipeline import run_prior_init
 
 if __name__ == "__main__":
-    sys.exit(run_stage(run_prior_init, "run"))
+    sys.exit(run_stage(run_prior_init, "setup"))

@@ -10,6 +10,7 @@ outputs are written atomically, so a failed stage leaves nothing half-written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Callable
 
@@ -17,6 +18,22 @@ from priorlab.config import load_params
 from priorlab.errors import UserError
 
 USER_ERRORS = (UserError, FileNotFoundError)
+
+
+@contextlib.contextmanager
+def thread_limits(threads: int):
+    """Apply ``params.threads`` (0: leave the libraries' defaults): torch's intra-op pool, and the
+    BLAS/OpenMP pools numpy and scikit-learn use.  Stages that never import torch do not pay for it."""
+    if threads <= 0:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    torch = sys.modules.get("torch")  # imported by every stage that trains or encodes
+    if torch is not None:
+        torch.set_num_threads(threads)
+    with threadpool_limits(limits=threads):
+        yield
 
 
 def run_stage(fn: Callable, *args: str, argv: list[str] | None = None) -> int:
@@ -28,7 +45,8 @@ def run_stage(fn: Callable, *args: str, argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     try:
         params = load_params(ns.params)
-        fn(params, *(getattr(ns, name) for name in args))
+        with thread_limits(params.threads):
+            fn(params, *(getattr(ns, name) for name in args))
     except USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -24,8 +24,13 @@ def pretrain_dir(setup: str) -> Path:
     return MODELS / "pretrain" / setup
 
 
-def prior_init_dir(run: str) -> Path:
-    return MODELS / "prior_init" / run
+def prior_init_root(setup: str) -> Path:
+    """Output of ``prior_init@<setup>``: one folder per run of the setup (and ``runs.json``)."""
+    return MODELS / "prior_init" / setup
+
+
+def prior_init_dir(run: str, setup: str) -> Path:
+    return prior_init_root(setup) / run
 
 
 def train_dir(run: str, group: str) -> Path:

@@ -136,19 +136,38 @@ def run_pretrain(params: Params, setup: str) -> dict:
 # --------------------------------------------------------------------------- prior_init
 
 
-def run_prior_init(params: Params, run: str) -> dict:
-    """``prior_init@<run>``: start from the pretrained nets and fit the prior with them frozen.
+def runs_of_setup(params: Params, setup: str) -> list[str]:
+    """The runs trained from ``setup``'s nets, in ``runs:`` order."""
+    params.setup(setup)
+    return [name for name, r in params.runs.items() if r.setup == setup]
 
-    Fixed priors (N(0, I)) have nothing to fit: the stage then only assembles
-    the model.  ``warm_start: scratch`` models start from fresh weights instead.
+
+def run_prior_init(params: Params, setup: str) -> dict:
+    """``prior_init@<setup>``: for every run of the setup, start from the pretrained nets and fit
+    the prior with them frozen (paper 001, §2.4: the GMM initialisation of the mixture prior).
+
+    One stage per setup rather than per run: the data and the pretrained nets are loaded once, and
+    fixed priors (N(0, I)), which have nothing to fit, cost no process of their own — the stage only
+    assembles their model.  Each run's model is written to its own folder, which is all that run's
+    ``train`` stage depends on, so a run is retrained only when its own initial state changed
+    (the files of unchanged runs are rewritten byte for byte).  ``warm_start: scratch`` models start
+    from fresh weights instead.
     """
-    setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
+    pre = load_torch(paths.pretrain_dir(setup) / "model.pt") if params.setup(setup).pretraining else None
+    written = {}
+    for run in runs_of_setup(params, setup):
+        written[run] = _prior_init_run(params, run, data, pre)
+    write_json(paths.prior_init_root(setup) / "runs.json", {"setup": setup, "runs": sorted(written)})
+    return written
+
+
+def _prior_init_run(params: Params, run: str, data: Dataset, pre: dict | None) -> dict:
+    setup, model_name, seed = _run_parts(params, run)
     spec = params.model(model_name)
     model = _new_model(params, setup, spec, data.obs_shape, params.train.seed + seed)
     pre_meta: dict = {}
     if spec.warm_start == "pretrain":
-        pre = load_torch(paths.pretrain_dir(setup) / "model.pt")
         pre_meta = pre["meta"]
         try:
             model.load_pretrained(pre["state_dict"])
@@ -169,7 +188,7 @@ def run_prior_init(params: Params, run: str) -> dict:
         "pretrain_fingerprint": pre_meta.get("fingerprint"),
         "prior_init": init_logs,
     }
-    save_model(paths.prior_init_dir(run) / "model.pt", model, meta)
+    save_model(paths.prior_init_dir(run, setup) / "model.pt", model, meta)
     return meta
 
 
@@ -180,7 +199,7 @@ def run_train(params: Params, run: str) -> dict:
     """``train@<run>``: joint training of nets and prior from the prior_init state."""
     setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
-    model, init_meta = load_model(params, setup, model_name, paths.prior_init_dir(run) / "model.pt", data.obs_shape)
+    model, init_meta = load_model(params, setup, model_name, paths.prior_init_dir(run, setup) / "model.pt", data.obs_shape)
     opt = params.train
     steps = params.model(model_name).train_steps or opt.steps  # a model may set its own length
     opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed, "steps": steps})
@@ -220,22 +239,30 @@ def run_evaluate(params: Params, run: str) -> dict:
 # --------------------------------------------------------------------------- figures / report
 
 
-def run_figures(params: Params, run: str) -> list[Path]:
-    """``figures@<run>``: the figures of :data:`priorlab.plots.registry.RUN_FIGURES` that apply to the
-    run's observation kind and model (training curves always; reconstructions and traversals of images)."""
+def run_figures(params: Params) -> list[Path]:
+    """``figures``: for every run, the figures of :data:`priorlab.plots.registry.RUN_FIGURES` that
+    apply to its observation kind and model (training curves always; reconstructions and traversals
+    of images).  One stage for all runs: a figure takes about a second, a process start as long."""
     from priorlab.plots.registry import RUN_FIGURES, RunFigureInputs
 
-    setup, model_name, seed = _run_parts(params, run)
-    data = load_setup_data(params, setup)
-    model, _ = load_model(params, setup, model_name, paths.train_dir(run, params.run(run).group) / "model.pt", data.obs_shape)
-    fp = params.figures
-    out = paths.figures_dir(run)
-    live = [paths.live_dir("train", run)]
-    if params.setup(setup).pretraining:
-        live.insert(0, paths.live_dir("pretrain", setup))
-    inputs = RunFigureInputs(model, data.prepare(data.x("test")[: fp.n_reconstructions]), live, fp, run)
-    return [fig.draw(inputs, out / f"{fig.name}.png") for fig in RUN_FIGURES
-            if fig.applies(model, data.observation_kind)]
+    drawn: list[Path] = []
+    data_of: dict[str, Dataset] = {}
+    for run in params.runs:
+        setup, model_name, _ = _run_parts(params, run)
+        if setup not in data_of:
+            data_of[setup] = load_setup_data(params, setup)
+        data = data_of[setup]
+        model, _ = load_model(params, setup, model_name, paths.train_dir(run, params.run(run).group) / "model.pt",
+                              data.obs_shape)
+        fp = params.figures
+        out = paths.figures_dir(run)
+        live = [paths.live_dir("train", run)]
+        if params.setup(setup).pretraining:
+            live.insert(0, paths.live_dir("pretrain", setup))
+        inputs = RunFigureInputs(model, data.prepare(data.x("test")[: fp.n_reconstructions]), live, fp, run)
+        drawn += [fig.draw(inputs, out / f"{fig.name}.png") for fig in RUN_FIGURES
+                  if fig.applies(model, data.observation_kind)]
+    return drawn
 
 
 def run_report(params: Params) -> Path:

@@ -85,6 +85,11 @@ class Params:
     pretrain: OptimParams
     train: OptimParams
     runs: dict[str, RunParams]
+    threads: int = 0
+    """Threads of every stage's torch and BLAS/OpenMP pools (0: the libraries' default, one per
+    core).  A param, not a property of the machine or of ``make repro``'s worker count: conv nets'
+    results depend on it (MLP results do not), so the same params give the same outputs whether the
+    stages run one at a time or side by side."""
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     figures: FigureParams = field(default_factory=FigureParams)
     isa_study: IsaStudyParams = field(default_factory=IsaStudyParams)
@@ -93,6 +98,8 @@ class Params:
     sparse_vae_study: SparseVaeStudyParams = field(default_factory=SparseVaeStudyParams)
 
     def check(self) -> None:
+        if self.threads < 0:
+            raise ParamsError(f"threads must be 0 (the libraries' default) or a positive count, got {self.threads}")
         for group in ("datasets", "setups", "models"):
             entries = getattr(self, group)
             if not entries:

@@ -1,0 +1,114 @@
+"""The parallel runner (`python -m priorlab.repro`) on a small DVC project of shell stages.
+
+The end-to-end test (tests/test_pipeline_e2e.py) checks it against a serial `dvc repro` of the tiny
+profile; these check its scheduling and bookkeeping quickly: independent stages overlap, a stage
+runs only after its upstream, `dvc status` is clean afterwards, an unchanged upstream rerun does not
+rerun its downstream, a failure stops new launches and records what finished, GPUs per worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from priorlab.repro import main, worker_envs
+
+DVC_YAML = {
+    "stages": {
+        "a": {"cmd": "sleep 0.3 && date +%s.%N > a.start && echo $A > a.txt", "outs": ["a.txt"]},
+        "b": {"cmd": "date +%s.%N > b.start && sleep 1.5 && cat a.txt > b.txt && date +%s.%N > b.end",
+              "deps": ["a.txt"], "outs": ["b.txt"]},
+        "c": {"cmd": "date +%s.%N > c.start && sleep 1.5 && cat a.txt a.txt > c.txt && date +%s.%N > c.end"
+                     " && echo $CUDA_VISIBLE_DEVICES,$PRIORLAB_WORKER >> workers.log",
+              "deps": ["a.txt"], "outs": ["c.txt"]},
+        "d": {"cmd": "cat b.txt c.txt > d.txt", "deps": ["b.txt", "c.txt"], "outs": ["d.txt"]},
+    }
+}
+
+
+def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch):
+    if shutil.which("git") is None:
+        pytest.skip("git is required by DVC")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert _dvc(tmp_path, "init", "-q").returncode == 0
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(DVC_YAML, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("A", "one")
+    return tmp_path
+
+
+def _run(*argv: str) -> int:
+    return main(list(argv))
+
+
+def test_independent_stages_overlap_and_the_lock_is_what_dvc_expects(project):
+    assert _run("-j", "2", "--timings", "timings.json") == 0
+    assert (project / "d.txt").read_text() == "one\none\none\n"  # b: a; c: a twice
+    start = {s: float((project / f"{s}.start").read_text()) for s in "abc"}
+    end = {s: float((project / f"{s}.end").read_text()) for s in "bc"}
+    assert start["b"] > start["a"] and start["c"] > start["a"]          # after their upstream
+    assert start["b"] < end["c"] and start["c"] < end["b"]              # side by side
+    status = _dvc(project, "status")
+    assert "up to date" in status.stdout, status.stdout
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    assert set(lock["stages"]) == set("abcd")
+    timings = json.loads((project / "timings.json").read_text())
+    assert set(timings["stages"]) == set("abcd") and timings["jobs"] == 2
+    assert all(t["wall_s"] > 0 and t["max_rss_mib"] > 0 for t in timings["stages"].values())
+    assert _run("-j", "2") == 0  # nothing to do: nothing reruns
+    assert "up to date" in _dvc(project, "status").stdout
+
+
+def test_unchanged_upstream_rerun_leaves_downstream_alone(project):
+    assert _run("-j", "2") == 0
+    b_mtime = (project / "b.txt").stat().st_mtime_ns
+    lock = yaml.safe_load((project / "dvc.yaml").read_text())
+    lock["stages"]["a"]["cmd"] += " && true"  # a's command changed, its output did not
+    (project / "dvc.yaml").write_text(yaml.safe_dump(lock, sort_keys=False))
+    assert _run("-j", "2") == 0
+    assert (project / "b.txt").stat().st_mtime_ns == b_mtime  # b was skipped, as `dvc repro` skips it
+    assert "up to date" in _dvc(project, "status").stdout
+
+
+def test_a_failure_stops_new_stages_and_records_the_finished_ones(project, capsys):
+    spec = yaml.safe_load((project / "dvc.yaml").read_text())
+    spec["stages"]["b"]["cmd"] = "exit 3"
+    (project / "dvc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert _run("-j", "2") == 1
+    assert "stage b failed (exit status 3)" in capsys.readouterr().out
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    assert "a" in lock["stages"] and "c" in lock["stages"]  # c was running: it finished and was recorded
+    assert "b" not in lock["stages"] and not (project / "d.txt").exists()
+
+
+def test_targets_and_gpus_per_worker(project):
+    assert _run("-j", "2", "--gpus", "3,5", "c") == 0
+    assert (project / "c.txt").exists() and not (project / "b.txt").exists()  # c and its upstream only
+    assert (project / "workers.log").read_text().strip() in {"3,0", "5,1"}
+
+
+def test_an_unknown_target_is_one_clear_error(project, capsys):
+    assert _run("-j", "2", "no-such-stage") == 2
+    assert capsys.readouterr().err.strip() == "error: unknown stage 'no-such-stage' (see `dvc stage list`)"
+    assert not (project / "dvc.lock").exists()
+
+
+def test_worker_envs_are_checked():
+    assert worker_envs(2, ["0", "1"])[1] == {"PRIORLAB_WORKER": "1", "CUDA_VISIBLE_DEVICES": "1"}
+    with pytest.raises(ValueError, match="one per worker"):
+        worker_envs(3, ["0"])
+    with pytest.raises(ValueError, match="at least 1"):
+        worker_envs(0, None)
