@@ -6,7 +6,7 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv datasets repro test test-fast profile bench clean-checkpoints browser plots
+.PHONY: venv datasets repro test test-fast profile bench bench-pipeline clean-checkpoints browser plots
 REV ?= HEAD
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -21,9 +21,11 @@ venv: $(BIN)/.installed
 datasets: venv         ## install the real data sets offline (Fashion-MNIST, MNIST); idempotent
 	PYTHON=$(abspath $(BIN)/python) bash scripts/install_datasets.sh
 
-repro: venv datasets   ## run the whole DVC pipeline on the profile in params.yaml (default: cpu)
+JOBS ?= 2
+GPUS ?=
+repro: venv datasets   ## the whole DVC pipeline on the profile in params.yaml (default: cpu), JOBS stages side by side [GPUS=0,1,..: one per worker]
 	$(BIN)/python -m priorlab.config check
-	$(BIN)/dvc repro
+	$(BIN)/python -m priorlab.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
 
 test: venv datasets browser  ## the whole test suite, slow checks included
 	$(BIN)/python -m pytest -q
@@ -36,6 +38,9 @@ profile: venv          ## make profile PROFILE=tiny|cpu|paper: copy profiles/$(P
 
 bench: venv            ## training-step time ratios and the tiny pipeline's wall time -> reports/bench.json
 	$(BIN)/python -m priorlab.bench
+
+bench-pipeline: venv datasets  ## a full `make repro` of PROFILE (default cpu) in a clean copy: wall by stage kind, fixed cost, peak RSS, no-op -> reports/bench.json
+	$(BIN)/python -m priorlab.bench_pipeline --profile $(PROFILE) --jobs $(JOBS)
 
 browser:               ## headless Chromium for the offline-plots test (Debian `chromium`), installed only if absent
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \

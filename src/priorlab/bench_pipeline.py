@@ -1,0 +1,139 @@
+"""``make bench-pipeline``: where the wall time of a full pipeline run goes.
+
+Runs the whole pipeline of a profile (default ``cpu``) from a clean workspace — a git copy of the
+project with the installed data sets linked in — through the parallel runner (``make repro``), then
+measures a no-op ``dvc repro`` and a no-op runner pass on the finished workspace.  Summarises, into
+the ``pipeline`` entry of ``reports/bench.json``:
+
+* total wall, and wall by stage kind (``train@...`` -> ``train``): count, sum, largest;
+* the fixed cost per stage: the process start-up and imports of a stage script (measured: a Python
+  process that imports ``priorlab.pipeline``) and the runner's own time (DVC's checks, saves and
+  ``dvc.lock`` writes: the wall during which fewer commands ran than there were workers, less the
+  critical path's share, is not separable, so it is reported as total wall × workers − Σ stage wall);
+* the peak RSS of the largest stage.
+
+``--from-timings FILE`` summarises a ``python -m priorlab.repro --timings FILE`` record of a run
+made elsewhere (e.g. the committed run, made in place) instead of running the pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from priorlab.bench import copy_project, pipeline_env
+
+
+def startup_s(cwd: Path, repeats: int = 5) -> float:
+    """Median wall of a Python process that imports what every torch stage script imports."""
+    walls = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import priorlab.pipeline, priorlab.cli"], cwd=cwd,
+                       env=pipeline_env(cwd), check=True, capture_output=True)
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls)
+
+
+def noop_s(cwd: Path) -> dict[str, float]:
+    """Wall of ``dvc repro`` and of the runner on an up-to-date workspace (both must run nothing)."""
+    out = {}
+    for name, cmd in (("dvc_repro", [sys.executable, "-m", "dvc", "repro"]),
+                      ("runner", [sys.executable, "-m", "priorlab.repro", "-j", "2"])):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=cwd, env=pipeline_env(cwd), capture_output=True, text=True, check=True)
+        out[name] = round(time.perf_counter() - t0, 2)
+        if name == "runner" and "0 stage(s) ran" not in proc.stdout:
+            raise RuntimeError(f"the no-op runner pass ran stages:\n{proc.stdout[-2000:]}")
+    return out
+
+
+def summarise(timings: dict, startup: float, noop: dict | None = None) -> dict:
+    """The ``pipeline`` entry of bench.json from a runner timings record."""
+    stages = timings["stages"]
+    kinds: dict[str, list[float]] = defaultdict(list)
+    for name, t in stages.items():
+        kinds[name.split("@")[0]].append(t["wall_s"])
+    total, jobs = timings["total_wall_s"], timings["jobs"]
+    busy = sum(t["wall_s"] for t in stages.values())
+    largest = max(stages, key=lambda n: stages[n]["max_rss_mib"])
+    fixed_startup = startup * len(stages)
+    out = {
+        "jobs": jobs,
+        "stages_run": len(stages),
+        "total_wall_s": total,
+        "sum_stage_wall_s": round(busy, 1),
+        "by_kind": {k: {"n": len(v), "sum_wall_s": round(sum(v), 1), "max_wall_s": round(max(v), 1)}
+                    for k, v in sorted(kinds.items(), key=lambda kv: -sum(kv[1]))},
+        "fixed_cost": {
+            "startup_per_stage_s": round(startup, 2),
+            "startup_total_s": round(fixed_startup, 1),
+            "startup_share_of_stage_wall": round(fixed_startup / busy, 3) if busy else None,
+            "idle_worker_s": round(max(0.0, total * jobs - busy), 1),
+        },
+        "peak_rss": {"stage": largest, "mib": stages[largest]["max_rss_mib"]},
+    }
+    if noop is not None:
+        out["noop_s"] = noop
+    return out
+
+
+def print_summary(s: dict) -> None:
+    print(f"pipeline: {s['stages_run']} stages, {s['total_wall_s']:.0f} s wall on {s['jobs']} workers "
+          f"(sum of stage walls {s['sum_stage_wall_s']:.0f} s)")
+    for kind, row in s["by_kind"].items():
+        print(f"  {kind:24s} n={row['n']:3d}  sum {row['sum_wall_s']:7.1f} s  max {row['max_wall_s']:6.1f} s")
+    f = s["fixed_cost"]
+    print(f"  start-up {f['startup_per_stage_s']:.2f} s/stage = {f['startup_total_s']:.0f} s "
+          f"({100 * (f['startup_share_of_stage_wall'] or 0):.0f}% of stage wall); idle worker time {f['idle_worker_s']:.0f} s")
+    print(f"  peak RSS {s['peak_rss']['mib']:.0f} MiB ({s['peak_rss']['stage']})")
+    if "noop_s" in s:
+        print(f"  no-op: dvc repro {s['noop_s']['dvc_repro']:.1f} s, runner {s['noop_s']['runner']:.1f} s")
+
+
+def run_in_copy(root: Path, profile: str, jobs: int) -> dict:
+    """The whole pipeline of ``profile`` from a clean git copy of ``root`` (data sets linked in)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        project = copy_project(root, Path(tmp))
+        if (root / ".datasets").exists():
+            (project / ".datasets").symlink_to((root / ".datasets").resolve())
+        env = pipeline_env(project)
+        subprocess.run([sys.executable, "-m", "priorlab.config", "use", profile], cwd=project, env=env, check=True,
+                       capture_output=True)
+        record = project / "timings.json"
+        subprocess.run([sys.executable, "-m", "priorlab.repro", "-j", str(jobs), "--timings", str(record)],
+                       cwd=project, env=env, check=True)
+        return summarise(json.loads(record.read_text()), startup_s(project), noop_s(project))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--from-timings", default=None, help="summarise this runner record (run in place) instead")
+    ap.add_argument("--out", default="reports/bench.json")
+    args = ap.parse_args(argv)
+    root = Path.cwd()
+    if args.from_timings:
+        summary = summarise(json.loads(Path(args.from_timings).read_text()), startup_s(root), noop_s(root))
+    else:
+        summary = run_in_copy(root, args.profile, args.jobs)
+    summary["profile"] = args.profile
+    print_summary(summary)
+    out = Path(args.out)
+    bench = json.loads(out.read_text()) if out.is_file() else {}
+    bench["pipeline"] = summary
+    out.write_text(json.dumps(bench, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {out} (pipeline)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
