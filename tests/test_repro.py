@@ -112,3 +112,17 @@ def test_worker_envs_are_checked():
         worker_envs(3, ["0"])
     with pytest.raises(ValueError, match="at least 1"):
         worker_envs(0, None)
+
+
+def test_critical_path_rank_puts_long_chains_first():
+    from priorlab.repro import critical_path_rank
+
+    class Stage:  # hashable by identity, like DVC's stages
+        def __init__(self, name):
+            self.addressing = name
+
+    a, b, c, study = (Stage(n) for n in ("a", "b", "c", "study"))
+    upstream = {a: set(), b: {a}, c: {b}, study: set()}
+    rank = critical_path_rank([a, b, c, study], upstream, {"a": 1.0, "b": 2.0, "c": 3.0, "study": 5.0})
+    assert rank[a] == 6.0 and rank[b] == 5.0 and rank[c] == 3.0 and rank[study] == 5.0
+    assert critical_path_rank([a, b, c, study], upstream, {})[a] == 3.0  # never timed: 1 s each

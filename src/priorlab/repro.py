@@ -37,6 +37,11 @@ from typing import Sequence
 
 from priorlab.errors import UserError
 
+HISTORY = Path(".dvc") / "tmp" / "priorlab-stage-walls.json"
+"""Wall time of each stage's last run (written by the runner; DVC's own tmp folder, not tracked).
+The runner starts the ready stage with the longest remaining path first (critical-path list
+scheduling), so long independent stages — the in-process studies — do not end up last."""
+
 LOCK_FLUSH_S = 20.0
 """Finished stages are written to ``dvc.lock`` at most this long after they end (DVC rewrites the
 whole file for every dump, about a second on the cpu profile), and always before the runner exits."""
@@ -94,6 +99,7 @@ class _Run:
     def __init__(self, repo, todo: set, graph, envs: list[dict[str, str]], dry: bool, log):
         self.repo, self.todo, self.envs, self.dry, self.log = repo, todo, envs, dry, log
         self.upstream = {s: set(graph.successors(s)) & todo for s in todo}  # DVC's edges point upstream
+        self.rank = critical_path_rank(todo, self.upstream, _read_history(repo.root_dir))
         self.done: set = set()
         self.running: dict = {}  # stage -> (Popen, slot, start)
         self.free = list(range(len(envs)))
@@ -168,7 +174,8 @@ class _Run:
     def loop(self) -> Outcome:
         while True:
             pending = self.todo - self.done - set(self.running)
-            ready = sorted((s for s in pending if self.upstream[s] <= self.done), key=lambda s: s.addressing)
+            ready = sorted((s for s in pending if self.upstream[s] <= self.done),
+                           key=lambda s: (-self.rank[s], s.addressing))
             for stage in ready:
                 if self.stop or not self.free:
                     break
@@ -181,6 +188,41 @@ class _Run:
             self._reap()
             if time.monotonic() - self.last_flush > LOCK_FLUSH_S:
                 self.flush()
+
+
+def _read_history(root: str) -> dict[str, float]:
+    path = Path(root) / HISTORY
+    try:
+        return {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _write_history(root: str, walls: dict[str, float]) -> None:
+    if walls:
+        path = Path(root) / HISTORY
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**_read_history(root), **{k: round(v, 2) for k, v in walls.items()}},
+                                   indent=1, sort_keys=True))
+
+
+def critical_path_rank(stages, upstream: dict, walls: dict[str, float], default_s: float = 1.0) -> dict:
+    """Each stage's wall plus the longest chain of walls downstream of it (the classic list-scheduling
+    priority); stages never timed count ``default_s``."""
+    downstream: dict = {s: [] for s in stages}
+    for s, ups in upstream.items():
+        for u in ups:
+            downstream[u].append(s)
+    rank: dict = {}
+
+    def visit(s):
+        if s not in rank:
+            rank[s] = walls.get(s.addressing, default_s) + max((visit(d) for d in downstream[s]), default=0.0)
+        return rank[s]
+
+    for s in stages:
+        visit(s)
+    return rank
 
 
 def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequence[str] | None = None,
@@ -201,6 +243,7 @@ def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequenc
             finally:
                 run.flush()
                 run.out.total_s = time.monotonic() - start
+                _write_history(repo.root_dir, run.out.wall_s)
     finally:
         repo.close()
 
