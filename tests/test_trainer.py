@@ -91,6 +91,98 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path):
     assert load_torch(tmp_path / "n.pt")["step"] == 10
 
 
+def _poison_from(model, call: int):
+    """Make the model's terms NaN from its ``call``-th forward pass on (one per training step)."""
+    calls = {"n": 0}
+    original = model.terms
+
+    def poisoned(x, labels=None):
+        calls["n"] += 1
+        terms = original(x, labels)
+        if calls["n"] >= call:
+            terms.log_lik = terms.log_lik * float("nan")
+        return terms
+
+    model.terms = poisoned
+
+
+def test_nan_between_log_steps_is_named_at_the_next_log_step(tmp_path):
+    # the loss is not read every step: step 12's NaN is found at log step 15, and named
+    model = tiny_model()
+    _poison_from(model, 12)
+    with pytest.raises(TrainingDiverged, match=r"loss is nan at step 12; last good checkpoint kept at"):
+        fit(model, as_training_set(tiny_data()), OPT, checkpoint=tmp_path / "n.pt", live_dir=tmp_path / "live",
+            fingerprint="fp")
+    assert load_torch(tmp_path / "n.pt")["step"] == 10
+    steps = [int(line.split("\t")[0]) for line in (tmp_path / "live/plots/metrics/train/loss.tsv").read_text().splitlines()[1:]]
+    assert steps == [5, 10]  # nothing logged from the bad steps
+
+
+def test_no_checkpoint_is_written_after_a_nan(tmp_path):
+    # log steps far apart: the record is read before the checkpoint of step 20 and stops the run there
+    model = tiny_model()
+    _poison_from(model, 17)
+    opt = OptimParams(**{**OPT.__dict__, "log_every": 1000})
+    with pytest.raises(TrainingDiverged, match="at step 17"):
+        fit(model, as_training_set(tiny_data()), opt, checkpoint=tmp_path / "n.pt", live_dir=None, fingerprint="fp")
+    assert load_torch(tmp_path / "n.pt")["step"] == 10
+
+
+def test_non_finite_number_from_a_step_stops_at_once(tmp_path):
+    # a step that returns numbers (an EM model reads them anyway) is checked on the spot
+    model = tiny_model()
+    original = model.train_step
+
+    def train_step(batch, step, ctx):
+        logs = original(batch, step, ctx)
+        return {**logs, "loss": float("inf")} if step == 7 else logs
+
+    model.train_step = train_step
+    with pytest.raises(TrainingDiverged, match="loss is inf at step 7; last good checkpoint none"):
+        fit(model, as_training_set(tiny_data()), OPT, checkpoint=tmp_path / "n.pt", live_dir=None, fingerprint="fp")
+
+
+def test_final_logs_are_numbers_equal_to_the_last_step(tmp_path):
+    model = tiny_model()
+    res = fit(model, as_training_set(tiny_data()), OPT, checkpoint=tmp_path / "f.pt", live_dir=tmp_path / "live",
+              fingerprint="fp")
+    assert set(res.final_logs) == {"loss", "elbo", "log_lik", "kl"}
+    assert all(type(v) is float for v in res.final_logs.values())
+    last = (tmp_path / "live/plots/metrics/train/loss.tsv").read_text().splitlines()[-1].split("\t")
+    assert int(last[0]) == 40 and float(last[1]) == res.final_logs["loss"]
+
+
+CUDA_SCRIPT = SCRIPT.replace("live_dir={live!r}, fingerprint=\"fp\")",
+                             "live_dir={live!r}, fingerprint=\"fp\", device=\"cuda\")")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_killed_cuda_run_resumes_to_the_same_weights(tmp_path):
+    # the CUDA generators are checkpointed too: a killed and resumed run on the GPU ends as an
+    # uninterrupted one (the MLP's kernels are deterministic run to run on one GPU)
+    assert CUDA_SCRIPT != SCRIPT
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.path.join(root, "src")}
+    env.pop(KILL_ENV, None)
+
+    def run(name, kill_at=None):
+        ckpt, live, out = tmp_path / f"{name}.pt", tmp_path / f"live_{name}", tmp_path / f"{name}_final.pt"
+        script = CUDA_SCRIPT.format(root=root, ckpt=str(ckpt), live=str(live), out=str(out),
+                                    threads=torch.get_num_threads())
+        proc = subprocess.run([sys.executable, "-c", script], env={**env, **({KILL_ENV: str(kill_at)} if kill_at else {})},
+                              capture_output=True)
+        return proc, ckpt, out
+
+    proc, _, ref_out = run("ref")
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    proc, ckpt, out = run("k", kill_at=25)
+    assert proc.returncode == -9 and load_torch(ckpt)["step"] == 20 and load_torch(ckpt)["cuda_rng"] is not None
+    proc, ckpt, out = run("k")
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    reference, resumed = torch.load(ref_out), torch.load(out)
+    assert all(torch.equal(reference[k], resumed[k]) for k in reference)
+
+
 def test_checkpoint_of_another_config_is_ignored(tmp_path):
     ckpt = tmp_path / "x.pt"
     torch.save({"fingerprint": "other", "step": 30}, ckpt)

@@ -42,6 +42,7 @@ class BetaTCVAE(VAE):
         self.estimator = estimator
         # not persistent: bound before every phase (the N(0, I) pretrained nets lack it)
         self.register_buffer("dataset_size", torch.tensor(0, dtype=torch.long), persistent=False)
+        self._dataset_size = 0  # its Python copy, read every step (a buffer read waits for the device)
 
     def bind_data(self, data) -> None:
         """N of the aggregate posterior q(z) = (1/N) Σ_n q(z|x_n): the training-set size."""
@@ -51,11 +52,12 @@ class BetaTCVAE(VAE):
         if n < 1:
             raise ValueError(f"dataset size must be >= 1, got {n}")
         self.dataset_size.fill_(int(n))
+        self._dataset_size = int(n)
 
     def decomposition(self, q: Distribution, z: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per-sample MI, TC, DWKL of the batch (``mws_decomposition``; N = max(set size, B))."""
         base = q.base_dist
-        n = max(int(self.dataset_size), z.shape[0])
+        n = max(self._dataset_size, z.shape[0])
         return mws_decomposition(z, base.loc, 2.0 * torch.log(base.scale), n, estimator=self.estimator,
                                  log_pz=self.prior_distribution(None).log_prob(z))
 

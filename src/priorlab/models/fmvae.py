@@ -29,6 +29,7 @@ from torch import Tensor
 from torch.distributions import Distribution, Independent, Normal, constraints, register_kl
 
 from priorlab.config import FactorialMixtureParams, ParamsError
+from priorlab.device import deferred_value_checks
 from priorlab.models.elbo import ElboTerms
 from priorlab.models.protocol import Batch, TrainingSet
 from priorlab.models.vae import VAE
@@ -106,6 +107,7 @@ class FactorialMixtureVAE(VAE):
         self.spec = spec
         self.register_buffer("n_data", torch.tensor(0, dtype=torch.long))  # N of the training set
         self.register_buffer("svi_count", torch.tensor(0, dtype=torch.long))  # tau of rho_tau
+        self._n_data = self._svi_count = 0  # Python copies of the two, read every step instead of the buffers
         self.phase = "train"
         self._step = 0  # the train step, set by before_step (schedules of delta and the KL[z] weight)
 
@@ -146,7 +148,24 @@ class FactorialMixtureVAE(VAE):
         return FactorialMixtureLatent(self.prior, self.clamp_of(labels))
 
     def n_train(self, batch: int) -> int:
-        return int(self.n_data) if int(self.n_data) > 0 else batch
+        return self._n_data if self._n_data > 0 else batch
+
+    def _set_n_data(self, n: int) -> None:
+        self.n_data.fill_(int(n))
+        self._n_data = int(n)
+
+    def _count_svi_step(self) -> int:
+        """tau += 1 (buffer and copy); returns the new tau."""
+        self.svi_count += 1
+        self._svi_count += 1
+        return self._svi_count
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Loading ``n_data`` / ``svi_count`` refreshes their Python copies (from the loaded values)."""
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        for name in ("n_data", "svi_count"):
+            if prefix + name in state_dict:
+                setattr(self, "_" + name, int(state_dict[prefix + name]))
 
     def extra_terms(self, x: Tensor, terms: ElboTerms, labels: Tensor | None = None) -> dict[str, Tensor]:
         mu, var = terms.q.mean, terms.q.variance
@@ -178,20 +197,20 @@ class FactorialMixtureVAE(VAE):
         mu, var = terms.q.mean.detach(), terms.q.variance.detach()
         gamma = self._local_kl(terms, batch.labels)[2].detach()
         clamp = self.clamp_of(batch.labels)
-        self.svi_count += 1
+        tau = self._count_svi_step()
         n = self.n_train(mu.shape[0])
         delta = self.delta_now()
         touched = [0] if delta > 0 else []
         free = [i for i in range(self.prior.num_factors) if i not in touched]
         if free:
-            self.prior.svi_step(mu, var, gamma, n, step=int(self.svi_count), factors=free, check=False)
+            self.prior.svi_step(mu, var, gamma, n, step=tau, factors=free, check=False)
         if touched:
             self.prior.first_order_step(mu, var, gamma, n, touched, self.spec.prior_lr, labels=clamp, delta=delta)
 
     # -- data -------------------------------------------------------------------------------
     def bind_data(self, data) -> None:
         """N of the training set (SVI targets, global KLs per point)."""
-        self.n_data.fill_(len(data.x("train")))
+        self._set_n_data(len(data.x("train")))
 
     def training_set(self, data) -> TrainingSet:
         """The training rows; semi-supervised models add the seeded labelled subset's labels (-1 = none)."""
@@ -228,7 +247,7 @@ class FactorialMixtureVAE(VAE):
         """
         mu, var = self.encode_codes(data.batches(500))
         n = mu.shape[0]
-        self.n_data.fill_(n)
+        self._set_n_data(n)
         labels = data.labels
         if labels is not None and labels.shape[0] != n:
             raise ValueError(f"{labels.shape[0]} training labels for {n} encoded points")
@@ -238,13 +257,15 @@ class FactorialMixtureVAE(VAE):
             lab = clamp[:, 0] >= 0
             gamma = self.prior.responsibilities(mu[lab], var[lab], clamp[lab])
             self.prior.svi_step(mu[lab], var[lab], gamma, n, rho=1.0, factors=[0])
+        if clamp is not None:
+            self.prior._labels(clamp, n, "clamp")  # checked once for all rows: the loop draws from them
         batch = min(self.spec.prior_init_batch, n)
-        for _ in range(self.spec.prior_init_steps):
-            idx = torch.randint(n, (batch,), generator=generator)
-            c = clamp[idx] if clamp is not None else None
-            gamma = self.prior.responsibilities(mu[idx], var[idx], c)
-            self.svi_count += 1
-            self.prior.svi_step(mu[idx], var[idx], gamma, n, step=int(self.svi_count))
+        with deferred_value_checks():  # codes (init_from_codes) and clamp checked above: no reads per iteration
+            for _ in range(self.spec.prior_init_steps):
+                idx = torch.randint(n, (batch,), generator=generator, device=generator.device)
+                c = clamp[idx] if clamp is not None else None
+                gamma = self.prior.responsibilities(mu[idx], var[idx], c)
+                self.prior.svi_step(mu[idx], var[idx], gamma, n, step=self._count_svi_step())
         kz, kr, gamma = self.prior.local_kl(mu, var, clamp)
         used = gamma.sum(0)  # [I, K] expected counts
         return {
@@ -293,7 +314,7 @@ class FactorialMixtureVAE(VAE):
             y = torch.as_tensor(data_factor_labels(dataset, self.spec.supervised_factor, "test")[: len(x_test)])
             k = self.cluster_assignments(x_test, batch_size)[:, 0]
             out["supervised_factor"] = self.spec.supervised_factor
-            out["heldout_accuracy"] = float((k == y).double().mean())
+            out["heldout_accuracy"] = float((k == y.to(k.device)).double().mean())
         return out
 
 

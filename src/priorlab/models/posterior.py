@@ -20,7 +20,9 @@ class GaussianPosterior(nn.Module):
     def forward(self, features: torch.Tensor) -> Distribution:
         mu, logvar = features.chunk(2, dim=-1)
         logvar = logvar.clamp(self.min_logvar, self.max_logvar)
-        return Independent(Normal(mu, (0.5 * logvar).exp()), 1)
+        # no argument validation: it reads the values back to the host at every call (the scale is
+        # positive by construction; a non-finite mean shows up as a non-finite loss)
+        return Independent(Normal(mu, (0.5 * logvar).exp(), validate_args=False), 1, validate_args=False)
 
     @staticmethod
     def mean(q: Distribution) -> torch.Tensor:

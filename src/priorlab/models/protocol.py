@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Union
 
 import torch
 from torch import Tensor, nn
@@ -46,7 +46,10 @@ class Batch:
 @dataclass(frozen=True)
 class TrainingSet:
     """The rows the trainer draws minibatches from: stored observations, how to turn them into
-    model input, and optional per-row labels kept aligned with the rows."""
+    model input, and optional per-row labels kept aligned with the rows.
+
+    :meth:`to` places the stored rows on a device once (when they fit); :meth:`batch` then gathers
+    and prepares a minibatch where the rows are, so a training step copies nothing from the host."""
 
     x: Tensor
     prepare: Callable[[Tensor], Tensor]
@@ -59,9 +62,38 @@ class TrainingSet:
     def __len__(self) -> int:
         return int(self.x.shape[0])
 
+    @property
+    def device(self) -> torch.device:
+        """Where the stored rows are."""
+        return self.x.device
+
+    def to(self, device: torch.device | str, fraction: float = 0.5) -> TrainingSet:
+        """The same rows with ``x`` and the labels on ``device`` when they take at most ``fraction`` of
+        its free memory (:func:`priorlab.device.fits_on`); else (and on the CPU) ``self`` unchanged."""
+        from priorlab.device import fits_on, same_device
+
+        device = torch.device(device)
+        if same_device(self.x.device, device):
+            return self
+        nbytes = self.x.nelement() * self.x.element_size()
+        if self.labels is not None:
+            nbytes += self.labels.nelement() * self.labels.element_size()
+        if not fits_on(device, nbytes, fraction):
+            return self
+        labels = None if self.labels is None else self.labels.to(device)
+        return TrainingSet(self.x.to(device), self.prepare, labels)
+
     def batch(self, idx: Tensor, device: torch.device | str = "cpu") -> Batch:
-        labels = None if self.labels is None else self.labels[idx].to(device)
-        return Batch(self.prepare(self.x[idx]).to(device), labels)
+        """Rows ``idx`` (a long tensor on the rows' device), prepared, on ``device``.  Rows kept on the
+        CPU for a GPU run are gathered there and copied through pinned memory without a wait."""
+        x = torch.index_select(self.x, 0, idx)
+        labels = None if self.labels is None else torch.index_select(self.labels, 0, idx)
+        device = torch.device(device)
+        if x.device != device and x.device.type == "cpu" and device.type == "cuda":
+            x = self.prepare(x).pin_memory().to(device, non_blocking=True)
+            labels = None if labels is None else labels.pin_memory().to(device, non_blocking=True)
+            return Batch(x, labels)
+        return Batch(self.prepare(x).to(device), None if labels is None else labels.to(device))
 
     def batches(self, size: int = 500):
         """The rows in order, prepared, ``size`` at a time (prior initialisation)."""
@@ -71,11 +103,31 @@ class TrainingSet:
 
 @dataclass
 class StepContext:
-    """What the trainer hands a training step: its optimiser (None without parameter groups)
-    and the KL annealing weight of this step."""
+    """What the trainer hands a training step: its optimiser (None without parameter groups), the KL
+    annealing weight of this step, and whether the step's logged values will be read (``wants_logs``:
+    a step whose logs nobody reads may return only the values of :attr:`Model.finite_keys`)."""
 
     optimizer: torch.optim.Optimizer | None
     kl_weight: float = 1.0
+    wants_logs: bool = True
+
+
+LogValue = Union[float, Tensor]
+"""A logged value: a number, or a 0-d tensor (on the model's device) read when the logs are read."""
+
+
+def logs_to_floats(logs: dict[str, LogValue]) -> dict[str, float]:
+    """Logged values as numbers, with one host read for all the tensors among them.
+
+    Tensors are converted to float64 on their device before the read (exact for float16/32), so each
+    number equals the tensor's ``.item()``; integer tensors come back as ``int``."""
+    names = [k for k, v in logs.items() if isinstance(v, Tensor)]
+    out: dict[str, float] = {k: v for k, v in logs.items() if not isinstance(v, Tensor)}
+    if names:
+        values = torch.stack([logs[k].detach().reshape(()).to(torch.float64) for k in names]).tolist()
+        for k, v in zip(names, values):
+            out[k] = v if logs[k].is_floating_point() else int(v)
+    return {k: out[k] for k in logs}
 
 
 class NonFiniteLoss(FloatingPointError):
@@ -121,10 +173,16 @@ class Model(nn.Module, abc.ABC):
     def before_step(self, step: int) -> None:
         """Schedules that depend on the step number, called before every training step."""
 
+    finite_keys: tuple[str, ...] = ("loss",)
+    """Logged values the trainer checks for NaN / inf after every step (those a step returns)."""
+
     @abc.abstractmethod
-    def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, float]:
-        """One training step on ``batch``; returns the logged values (floats).  Raise
-        :class:`NonFiniteLoss` before changing the model when the loss is not finite."""
+    def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, LogValue]:
+        """One training step on ``batch``; returns the logged values: numbers, or 0-d tensors left on
+        the device (the trainer reads them only when it logs).  The trainer records the values of
+        :attr:`finite_keys` on the device and stops at the first non-finite one it finds (at the next
+        log step or checkpoint, before anything is written).  A step that computes its values on the
+        host anyway may instead raise :class:`NonFiniteLoss` before changing the model."""
 
     # -- what evaluation and figures use -------------------------------------------------------
     @abc.abstractmethod

@@ -13,7 +13,7 @@ from torch.distributions import Distribution
 
 from priorlab.likelihoods import Likelihood
 from priorlab.models.elbo import ElboTerms, elbo_terms, objective
-from priorlab.models.protocol import Batch, ElboModel, Generative, Model, NonFiniteLoss, StepContext
+from priorlab.models.protocol import Batch, ElboModel, Generative, Model, StepContext, logs_to_floats
 from priorlab.priors.base import Prior
 
 
@@ -74,17 +74,20 @@ class VAE(Model, ElboModel, Generative):
 
     def loss(self, x: torch.Tensor, kl_weight: float = 1.0, labels: torch.Tensor | None = None
              ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Minibatch loss and the logged terms (means over the batch)."""
+        """Minibatch loss and the logged terms (means over the batch) as numbers, read back in one
+        transfer (the training step itself keeps them on the device: :meth:`train_step`)."""
         terms = self.terms(x, labels)
         loss = objective(terms, self.beta, kl_weight)
-        return loss, self.step_logs(loss, terms)
+        return loss, logs_to_floats(self.step_logs(loss, terms))
 
     @staticmethod
-    def step_logs(loss: torch.Tensor, terms: ElboTerms) -> dict[str, float]:
-        logs = {"loss": loss.item(), "elbo": terms.elbo.mean().item(), "log_lik": terms.log_lik.mean().item(),
-                "kl": terms.kl.mean().item()}
-        logs.update({k: v.mean().item() for k, v in terms.extra.items()})
-        logs.update({k: v.mean().item() for k, v in terms.logs.items()})
+    def step_logs(loss: torch.Tensor, terms: ElboTerms) -> dict[str, torch.Tensor]:
+        """The logged terms of a batch as detached 0-d tensors where they were computed (no host read):
+        the loss, the means of the ELBO, its terms, the extra loss terms and the diagnostics."""
+        logs = {"loss": loss.detach(), "elbo": terms.elbo.mean().detach(), "log_lik": terms.log_lik.mean().detach(),
+                "kl": terms.kl.mean().detach()}
+        logs.update({k: v.mean().detach() for k, v in terms.extra.items()})
+        logs.update({k: v.mean().detach() for k, v in terms.logs.items()})
         return logs
 
     # -- training ---------------------------------------------------------------------
@@ -94,13 +97,15 @@ class VAE(Model, ElboModel, Generative):
         nets = [p for p in self.parameters() if p.requires_grad and id(p) not in prior]
         return [{"params": nets, "lr": lr, "name": "nets"}, *self.prior.param_groups(lr)]
 
-    def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, float]:
-        """Loss → backward → optimiser step, then :meth:`after_step` with the batch's terms."""
+    def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, torch.Tensor]:
+        """Loss → backward → optimiser step, then :meth:`after_step` with the batch's terms.
+
+        Nothing is read back to the host: the logged terms are returned as device tensors (only the
+        loss when ``ctx.wants_logs`` is false), and a non-finite loss is left to the trainer's
+        record of ``finite_keys`` (a step does not wait to look at it)."""
         terms = self.terms(batch.x, batch.labels)
         loss = objective(terms, self.beta, ctx.kl_weight)
-        logs = self.step_logs(loss, terms)
-        if not torch.isfinite(loss):
-            raise NonFiniteLoss(loss.item())
+        logs = self.step_logs(loss, terms) if ctx.wants_logs else {"loss": loss.detach()}
         ctx.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         ctx.optimizer.step()

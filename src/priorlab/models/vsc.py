@@ -27,6 +27,7 @@ from torch import nn
 from torch.distributions import Distribution, Independent, constraints
 from torch.distributions.kl import register_kl
 
+from priorlab.device import float_like
 from priorlab.models.elbo import ElboTerms, elbo_terms
 from priorlab.models.vae import VAE
 from priorlab.priors.base import Prior
@@ -53,10 +54,23 @@ def spike_diagnostics(gamma: torch.Tensor, weights: torch.Tensor, varies: float 
     w = weights / weights.sum(-1, keepdim=True)
     return {
         "spike_input_dependent": (gamma.std(0) > varies).sum().to(gamma.dtype),
-        "spike_patterns": torch.tensor(float(torch.unique(on, dim=0).shape[0])),
+        "spike_patterns": distinct_rows(on).to(torch.get_default_dtype()),
         "spike_active_per_input": on.sum(-1).to(gamma.dtype).mean(),
         "selector_entropy": -(w * torch.log(w.clamp_min(1e-30))).sum(-1).mean(),
     }
+
+
+def distinct_rows(on: torch.Tensor) -> torch.Tensor:
+    """Number of distinct rows of a boolean ``[B, J]`` matrix, as a 0-d long tensor on its device.
+
+    ``torch.unique(on, dim=0)`` has a data-dependent size, so reading it waits for the device; here
+    rows i and k agree when their matching entries, counted by two matrix products, number J (exact
+    in float32 for J < 2^24), and the distinct rows are those equal to no earlier row."""
+    if on.dim() != 2:
+        raise ValueError(f"need a [B, J] matrix, got shape {tuple(on.shape)}")
+    a = on.to(torch.float32)
+    same = a @ a.T + (1.0 - a) @ (1.0 - a).T == on.shape[1]
+    return (~torch.tril(same, diagonal=-1).any(1)).sum()
 
 
 def ramp(step: int, steps: int, start: float, end: float) -> float:
@@ -82,6 +96,21 @@ class SpikeSlabPosterior(nn.Module):
         self.min_logvar, self.max_logvar = min_logvar, max_logvar
         self.register_buffer("lam", torch.tensor(1.0))
         self.register_buffer("sharpness", torch.tensor(float(sharpness)))
+        self._lam, self._sharpness = 1.0, float_like(sharpness, self.sharpness.dtype)  # Python copies (no reads)
+
+    def set_schedule(self, lam: float, sharpness: float) -> None:
+        """Set ``λ`` and ``c`` (buffers, saved with the model) and their Python copies, which the forward
+        pass reads instead of the buffers (a read of a device buffer waits for the device)."""
+        self.lam.fill_(float(lam))
+        self.sharpness.fill_(float(sharpness))
+        self._lam, self._sharpness = float_like(lam, self.lam.dtype), float_like(sharpness, self.sharpness.dtype)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Loading ``lam`` / ``sharpness`` refreshes their Python copies (from the loaded values)."""
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        for name in ("lam", "sharpness"):
+            if prefix + name in state_dict:
+                setattr(self, "_" + name, float(state_dict[prefix + name]))
 
     def raw_parameters(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log γ, slab mean, slab log-variance)`` before the warm-up, ``log γ = -ReLU(-v)`` (A.2)."""
@@ -90,10 +119,9 @@ class SpikeSlabPosterior(nn.Module):
 
     def warm(self, mu: torch.Tensor, logvar: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Slab ``(mean, log-variance)`` under the current warm-up ``λ`` (eq. 7)."""
-        lam = float(self.lam)
-        if lam == 1.0:
+        if self._lam == 1.0:
             return mu, logvar
-        loc, var = spike_slab_warmup(mu, logvar, lam, self.warmup_variant)
+        loc, var = spike_slab_warmup(mu, logvar, self.lam, self.warmup_variant)  # the buffer: no host copy
         return loc, torch.log(var)
 
     def parameters_of(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -105,7 +133,7 @@ class SpikeSlabPosterior(nn.Module):
         """``Independent(SpikeSlabNormal)`` from the outputs of :meth:`parameters_of` (current sharpness)."""
         # γ = exp(-ReLU(-v)) lies in (0, 1] and the scale exp(log σ²/2) is positive by construction, so
         # the argument checks are skipped (a non-finite loss is caught by the trainer).
-        return Independent(SpikeSlabNormal.from_logvar(gamma, loc, logvar, float(self.sharpness), validate_args=False), 1)
+        return Independent(SpikeSlabNormal.from_logvar(gamma, loc, logvar, self._sharpness, validate_args=False), 1)
 
     def forward(self, features: torch.Tensor) -> Distribution:
         return self.distribution(*self.parameters_of(features))
@@ -243,8 +271,7 @@ class VSC(VAE):
 
     # -- schedules -------------------------------------------------------------------------
     def set_schedule(self, lam: float, sharpness: float) -> None:
-        self.posterior_head.lam.fill_(float(lam))
-        self.posterior_head.sharpness.fill_(float(sharpness))
+        self.posterior_head.set_schedule(lam, sharpness)
 
     def set_phase(self, phase: str) -> None:
         """``pretrain``: spike pre-training, λ = 0 and c = c_start (eq. 7); ``train``: schedules from step 0."""

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution, constraints
 
+from priorlab.device import value_checks_enabled
 from priorlab.priors import dirichlet
 from priorlab.priors import normal_gamma as ng
 from priorlab.priors.base import Prior
@@ -355,6 +356,8 @@ class FactorialMixturePrior(Prior):
         self.register_buffer("fo_ng_moments", torch.zeros(2, I, K, D, 4, dtype=dtype))
         self.register_buffer("fo_dir_moments", torch.zeros(2, I, K, dtype=dtype))
         self.register_buffer("fo_steps", torch.zeros(I, dtype=torch.long))
+        self._factor_index_cache: dict = {}
+        self._hyperprior()  # the hyperprior as numbers, read now while the buffers are on the CPU
 
     # ------------------------------------------------------------------ info
     @property
@@ -383,6 +386,26 @@ class FactorialMixturePrior(Prior):
             )
         validate_schedule(state["tau0"], state["kappa"])
         self.tau0, self.kappa = float(state["tau0"]), float(state["kappa"])
+
+    def _apply(self, fn, recurse: bool = True):
+        """``.to(device)`` and friends: the hyperprior numbers cached for the old buffers stay valid for
+        the moved ones when their dtypes did not change (no read of the moved buffers)."""
+        before = (getattr(self, "_hyper_key", None) == self._hyper_key_now(),
+                  self.prior_natural.dtype, self.prior_pseudo_count.dtype)
+        out = super()._apply(fn, recurse)
+        if before[0] and before[1:] == (self.prior_natural.dtype, self.prior_pseudo_count.dtype):
+            self._hyper_key = self._hyper_key_now()
+        return out
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Loading the hyperprior buffers recomputes its numbers from the loaded (host) tensors."""
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        nat, count = state_dict.get(prefix + "prior_natural"), state_dict.get(prefix + "prior_pseudo_count")
+        if isinstance(nat, Tensor) and isinstance(count, Tensor) and nat.device.type == "cpu" \
+                and count.device.type == "cpu" and nat.dtype == self.prior_natural.dtype \
+                and count.dtype == self.prior_pseudo_count.dtype:
+            self._hyper = self._hyper_numbers(nat, count)
+            self._hyper_key = self._hyper_key_now()
 
     # ------------------------------------------------------------ parameters
     def prior_params(self) -> NormalGammaParams:
@@ -429,7 +452,7 @@ class FactorialMixturePrior(Prior):
                 raise ValueError(f"{name} must have shape [B, I*D] = [B, {width}], got {tuple(t.shape)}")
         if mu.shape != var.shape:
             raise ValueError(f"mu and var shapes differ: {tuple(mu.shape)} vs {tuple(var.shape)}")
-        if not bool(torch.all(var > 0)):
+        if value_checks_enabled() and not bool(torch.all(var > 0)):
             raise ValueError("encoder variances var must be positive")
         work = torch.promote_types(mu.dtype, self.ng_natural.dtype)
         shape = (mu.shape[0], self.num_factors, self.latent_dim)
@@ -440,18 +463,21 @@ class FactorialMixturePrior(Prior):
             raise ValueError(f"{name} must be an integer tensor (-1 = unlabelled)")
         if labels.shape != (batch, self.num_factors):
             raise ValueError(f"{name} must have shape [B, I] = [{batch}, {self.num_factors}], got {tuple(labels.shape)}")
-        ks = torch.tensor(self._ks, device=labels.device)
-        if bool((labels < -1).any()) or bool((labels >= ks).any()):
-            raise ValueError(f"{name} entries must be -1 or in [0, K_i) with K = {self._ks}")
+        if value_checks_enabled():
+            ks = torch.tensor(self._ks, device=labels.device)
+            if bool((labels < -1).any()) or bool((labels >= ks).any()):
+                raise ValueError(f"{name} entries must be -1 or in [0, K_i) with K = {self._ks}")
         return labels.long()
 
     def _gamma(self, gamma: Tensor, batch: int, work: torch.dtype) -> Tensor:
         shape = (batch, self.num_factors, self.max_components)
         if gamma.shape != shape:
             raise ValueError(f"gamma must have shape [B, I, K_max] = {list(shape)}, got {tuple(gamma.shape)}")
+        if not value_checks_enabled():
+            return gamma.to(work)
         if bool((gamma < 0).any()) or bool((gamma[:, ~self.component_mask] != 0).any()):
             raise ValueError("gamma must be non-negative and zero at padded components")
-        if not torch.allclose(gamma.sum(-1), torch.ones((), dtype=gamma.dtype), atol=1e-4):
+        if not torch.allclose(gamma.sum(-1), torch.ones((), dtype=gamma.dtype, device=gamma.device), atol=1e-4):
             raise ValueError("gamma must sum to one over components for every point and factor")
         return gamma.to(work)
 
@@ -476,7 +502,7 @@ class FactorialMixturePrior(Prior):
             self._global_kl = None
             with torch.no_grad():
                 m, s, a, b = ng.natural_to_mean(self.ng_natural, validate=False)
-                if not bool((torch.minimum(torch.minimum(s, a), b) > 0).all()):
+                if value_checks_enabled() and not bool((torch.minimum(torch.minimum(s, a), b) > 0).all()):
                     raise ValueError("Normal-Gamma parameters s, a, b of q(mu, alpha) must be positive everywhere")
                 self._coef_params = NormalGammaParams(m, s, a, b)
                 c = self.pseudo_counts()
@@ -579,14 +605,23 @@ class FactorialMixturePrior(Prior):
         return self._global_kl / n_data
 
     def _hyperprior(self) -> tuple[float, ...]:
-        """(m0, s0, a0, b0, c0, lgamma(a0), log b0, log s0, lgamma(c0)) as numbers, cached per buffer version."""
-        key = (self.prior_natural._version, self.prior_pseudo_count._version, self.prior_natural.data_ptr())
+        """(m0, s0, a0, b0, c0, lgamma(a0), log b0, log s0, lgamma(c0)) as numbers, cached per buffer version
+        (computed at construction and on loading, carried over by ``.to``: no read of device buffers)."""
+        key = self._hyper_key_now()
         if getattr(self, "_hyper_key", None) != key:
-            m0, s0, a0, b0 = (float(t) for t in self.prior_params())
-            c0 = float(self.prior_pseudo_count)
-            self._hyper = (m0, s0, a0, b0, c0, math.lgamma(a0), math.log(b0), math.log(s0), math.lgamma(c0))
+            self._hyper = self._hyper_numbers(self.prior_natural, self.prior_pseudo_count)
             self._hyper_key = key
         return self._hyper
+
+    def _hyper_key_now(self) -> tuple:
+        return (self.prior_natural._version, self.prior_pseudo_count._version, self.prior_natural.data_ptr(),
+                self.prior_pseudo_count.data_ptr())
+
+    @staticmethod
+    def _hyper_numbers(prior_natural: Tensor, prior_pseudo_count: Tensor) -> tuple[float, ...]:
+        m0, s0, a0, b0 = (float(t) for t in ng.natural_to_mean(prior_natural))
+        c0 = float(prior_pseudo_count)
+        return (m0, s0, a0, b0, c0, math.lgamma(a0), math.log(b0), math.log(s0), math.lgamma(c0))
 
     def _global_kl_now(self) -> Tensor:
         """sum_ik KL(q(mu_ik, alpha_ik) || p) + sum_i KL(q(pi_i) || p(pi_i)) (lines 4d-4e before the 1/N), from
@@ -634,14 +669,14 @@ class FactorialMixturePrior(Prior):
         While Delta > 0 the factors touched by the cross-entropy of eq. 8 have no closed-form
         natural gradient; they are moved by Adam (Kingma & Ba 2015) in the mean parameterisation,
         taken unconstrained as u = (m, log s, log a, log b) and log c.  The Adam moments and step
-        counts are buffers (checkpointed with the module).  Returns the objective before the step.
+        counts are buffers (checkpointed with the module).  Returns the objective before the step (a 0-d
+        tensor on the prior's device: nothing is read back).
         """
         if n_data < 1:
             raise ValueError(f"n_data must be >= 1, got {n_data}")
         if not lr > 0:
             raise ValueError(f"lr must be > 0, got {lr}")
-        sel = self._factor_mask(factors)
-        idx = sel.nonzero().squeeze(-1)
+        idx = self._factor_index(factors)
         work = self.ng_natural.dtype
         m, v, _ = self._codes(mu.detach().to(work), var.detach().to(work))
         g = self._gamma(gamma.detach(), m.shape[0], work)
@@ -674,7 +709,7 @@ class FactorialMixturePrior(Prior):
         m3 = mask[..., None, None]
         self.ng_natural[idx] = torch.where(m3, new_nat, self.ng_natural[idx])
         self.dirichlet_natural[idx] = torch.where(mask, dirichlet.mean_to_natural(new_log_c.exp()), self.dirichlet_natural[idx])
-        return float(obj)
+        return obj.detach()
 
     # ------------------------------------------------------------------- SVI
     @torch.no_grad()
@@ -708,8 +743,8 @@ class FactorialMixturePrior(Prior):
         g = self._gamma(gamma.detach(), m.shape[0], work) if check else gamma.detach().to(work)
         target_nat, target_c = svi_targets(m, v, g, n_data, self.prior_natural, self.prior_pseudo_count)
         every = factors is None or sorted({int(f) for f in factors}) == list(range(self.num_factors))
-        sel = None if every else self._factor_mask(factors)
-        if sel is None or bool(sel.all()):
+        sel = None if every else self._factor_mask(factors)  # a strict subset of the factors when set
+        if sel is None:
             self.ng_natural.mul_(1.0 - rho).add_(target_nat * rho)
             self.dirichlet_natural.mul_(1.0 - rho).add_(dirichlet.mean_to_natural(target_c) * rho)
             return float(rho)
@@ -719,12 +754,24 @@ class FactorialMixturePrior(Prior):
         return float(rho)
 
     def _factor_mask(self, factors: Sequence[int]) -> Tensor:
+        """Bool mask [I] of ``factors`` on the buffers' device (cached: built once per set and device)."""
+        return self._factor_tensors(factors)[0]
+
+    def _factor_index(self, factors: Sequence[int]) -> Tensor:
+        """The sorted distinct ``factors`` as a long tensor on the buffers' device (cached likewise)."""
+        return self._factor_tensors(factors)[1]
+
+    def _factor_tensors(self, factors: Sequence[int]) -> tuple[Tensor, Tensor]:
         idx = [int(f) for f in factors]
         if any(not 0 <= f < self.num_factors for f in idx):
             raise ValueError(f"factors must lie in [0, {self.num_factors}), got {idx}")
-        sel = torch.zeros(self.num_factors, dtype=torch.bool, device=self.ng_natural.device)
-        sel[idx] = True
-        return sel
+        device = self.ng_natural.device
+        key = (tuple(sorted(set(idx))), str(device))
+        if key not in self._factor_index_cache:  # a host-to-device copy, once (it would wait on CUDA)
+            sel = torch.zeros(self.num_factors, dtype=torch.bool)
+            sel[list(key[0])] = True
+            self._factor_index_cache[key] = (sel.to(device), torch.tensor(key[0], dtype=torch.long).to(device))
+        return self._factor_index_cache[key]
 
     @torch.no_grad()
     def init_from_codes(

@@ -25,6 +25,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from priorlab.device import value_checks_enabled
+
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -47,7 +49,8 @@ class NormalGammaMoments(NamedTuple):
 
 
 def _check_positive(name: str, x: Tensor) -> None:
-    if not bool(torch.all(x > 0)):
+    """Raise unless ``x > 0`` everywhere (skipped inside ``priorlab.device.deferred_value_checks``)."""
+    if value_checks_enabled() and not bool(torch.all(x > 0)):
         raise ValueError(f"Normal-Gamma parameter {name} must be positive everywhere")
 
 

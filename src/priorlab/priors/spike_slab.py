@@ -27,6 +27,8 @@ from torch.distributions import Distribution, constraints
 from torch.distributions.kl import register_kl
 from torch.distributions.utils import broadcast_all
 
+from priorlab.device import value_checks_enabled
+
 __all__ = [
     "DEFAULT_GAMMA_EPS",
     "SpikeSlabNormal",
@@ -264,7 +266,7 @@ def spike_slab_warmup(
     slab at ``lam = 1``; they differ in between.
     """
     lam_t = torch.as_tensor(lam, dtype=mu.dtype, device=mu.device)
-    if not bool(torch.all((lam_t >= 0) & (lam_t <= 1))):
+    if value_checks_enabled() and not bool(torch.all((lam_t >= 0) & (lam_t <= 1))):
         raise ValueError(f"lam must lie in [0, 1], got {lam!r}")
     if mu.shape != logvar.shape:
         raise ValueError(f"mu and logvar must have the same shape, got {tuple(mu.shape)} and {tuple(logvar.shape)}")
@@ -439,7 +441,7 @@ def selected_prior_gamma(gamma_u: torch.Tensor, weights: torch.Tensor) -> torch.
             f"need gamma_u [U, J] and weights [B, U], got {tuple(gamma_u.shape)} and {tuple(weights.shape)}"
         )
     total = weights.sum(-1, keepdim=True)
-    if not bool(torch.all(total > 0)):
+    if value_checks_enabled() and not bool(torch.all(total > 0)):
         raise ValueError("every row of weights must have a positive sum")
     return (weights @ gamma_u) / total
 

@@ -5,16 +5,30 @@ The loop draws a minibatch, calls the model's ``before_step`` and ``train_step``
 what a step is (Adam on a loss, or an EM iteration).  The trainer builds one
 Adam optimiser over the groups the model declares (``param_groups``), or none.
 
-Determinism: minibatches come from epoch permutations of a seeded
+Determinism: minibatches come from epoch permutations of a seeded CPU
 ``torch.Generator``; the reparameterisation noise from torch's global RNG,
-seeded at the start.  Both states, the optimiser and the position in the
-epoch are checkpointed, so a run killed at any point and resumed from its
-last checkpoint ends bit-identical to an uninterrupted run on the CPU.
+seeded at the start.  Both states (and the CUDA generators' on a GPU), the
+optimiser and the position in the epoch are checkpointed, so a run killed at
+any point and resumed from its last checkpoint ends bit-identical to an
+uninterrupted run (on the CPU; on CUDA where the kernels are deterministic).
+
+No host waits between log steps: the training rows are placed on the device
+once when they fit (:meth:`TrainingSet.to`) and each epoch's permutation is
+copied there once, so a batch is gathered on the device; a step's logged
+values stay 0-d device tensors, read in one transfer at ``log_every`` steps and
+at the end; the model's data-dependent argument checks are deferred
+(:func:`priorlab.device.deferred_value_checks`).  Non-finite losses are caught
+without a per-step read by :class:`FiniteRecord`: the values of the model's
+``finite_keys`` are copied into a device buffer each step, which is read at log
+steps, before every checkpoint and at the end; the first non-finite one stops
+the run (:class:`TrainingDiverged`, naming its step) before anything else is
+written, so a checkpoint never holds weights trained on a non-finite loss.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import os
 import signal
 from dataclasses import dataclass
@@ -24,9 +38,10 @@ import torch
 from tqdm.auto import tqdm
 
 from priorlab.config import OptimParams
+from priorlab.device import deferred_value_checks
 from priorlab.errors import UserError
 from priorlab.io import load_torch, save_torch
-from priorlab.models.protocol import Model, NonFiniteLoss, StepContext, TrainingSet
+from priorlab.models.protocol import LogValue, Model, NonFiniteLoss, StepContext, TrainingSet, logs_to_floats
 
 KILL_ENV = "PRIORLAB_KILL_AT_STEP"
 """Fault injection for the resume test: SIGKILL the process after this step."""
@@ -49,21 +64,36 @@ def kl_weight(step: int, warmup_steps: int) -> float:
 
 
 class BatchSampler:
-    """Minibatch indices from successive seeded permutations (sampling without replacement)."""
+    """Minibatch indices from successive seeded permutations (sampling without replacement).
 
-    def __init__(self, n: int, batch_size: int, seed: int):
+    The permutations are drawn on the CPU from a seeded CPU generator (the same sequence on every
+    device); with ``device`` set, each permutation is copied there once per epoch (pinned memory,
+    no wait on CUDA) and :meth:`next` returns slices of that copy.
+    """
+
+    def __init__(self, n: int, batch_size: int, seed: int, device: torch.device | str = "cpu"):
         if n < 1:
             raise ValueError("cannot train on an empty data set")
         self.n, self.batch_size = n, min(batch_size, n)
+        self.device = torch.device(device)
         self.generator = torch.Generator().manual_seed(seed)
-        self.perm = torch.randperm(n, generator=self.generator)
+        self._set_perm(torch.randperm(n, generator=self.generator))
         self.pos = 0
+
+    def _set_perm(self, perm: torch.Tensor) -> None:
+        self.perm = perm
+        if self.device.type == "cpu":
+            self._perm_on_device = perm
+        elif self.device.type == "cuda":
+            self._perm_on_device = perm.pin_memory().to(self.device, non_blocking=True)
+        else:
+            self._perm_on_device = perm.to(self.device)
 
     def next(self) -> torch.Tensor:
         if self.pos + self.batch_size > self.n:
-            self.perm = torch.randperm(self.n, generator=self.generator)
+            self._set_perm(torch.randperm(self.n, generator=self.generator))
             self.pos = 0
-        idx = self.perm[self.pos : self.pos + self.batch_size]
+        idx = self._perm_on_device[self.pos : self.pos + self.batch_size]
         self.pos += self.batch_size
         return idx
 
@@ -72,7 +102,84 @@ class BatchSampler:
 
     def load_state_dict(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
-        self.perm, self.pos = state["perm"], state["pos"]
+        self._set_perm(state["perm"])
+        self.pos = state["pos"]
+
+
+class FiniteRecord:
+    """The values of a model's ``finite_keys``, step by step, in a buffer on their device.
+
+    :meth:`record` copies a step's values into the next row (no host read); :meth:`check` reads the
+    rows recorded since the last check (one transfer, shared with the logs of a log step by
+    :meth:`read`) and returns ``(step, value)`` of the first non-finite one, or None.  Values a
+    model returns as numbers are checked at once (they are on the host already).
+    """
+
+    def __init__(self, keys: tuple[str, ...], capacity: int):
+        self.keys, self.capacity = tuple(keys), max(1, int(capacity))
+        self.buffer: torch.Tensor | None = None
+        self.steps: list[int] = []
+        self.columns: list[list[str]] = []
+        self.host_bad: tuple[int, float] | None = None
+
+    def record(self, step: int, logs: dict[str, LogValue]) -> tuple[int, float] | None:
+        """Note this step's values; a non-finite number is returned at once as ``(step, value)``."""
+        tensors = []
+        for k in self.keys:
+            v = logs.get(k)
+            if isinstance(v, torch.Tensor):
+                tensors.append((k, v))
+            elif v is not None and not math.isfinite(v):
+                return step, float(v)
+        if not tensors:
+            return None
+        if self.buffer is None or self.buffer.device != tensors[0][1].device:
+            self.buffer = torch.empty(self.capacity, len(self.keys), dtype=torch.float64,
+                                      device=tensors[0][1].device)
+        row = len(self.steps)
+        for j, (_, v) in enumerate(tensors):
+            self.buffer[row, j].copy_(v.detach().reshape(()))
+        self.steps.append(step)
+        self.columns.append([k for k, _ in tensors])
+        return None
+
+    @property
+    def full(self) -> bool:
+        return len(self.steps) >= self.capacity
+
+    def read(self, logs: dict[str, LogValue] | None = None) -> tuple[tuple[int, float] | None, dict[str, float]]:
+        """``(first non-finite (step, value) since the last read or None, logs as numbers)`` with one
+        host read for the recorded rows and the logged tensors together; the record is emptied."""
+        names = [k for k, v in (logs or {}).items() if isinstance(v, torch.Tensor)]
+        n = len(self.steps)
+        parts = []
+        if n:
+            parts.append(self.buffer[:n].flatten())
+        if names:
+            parts.append(torch.stack([logs[k].detach().reshape(()).to(torch.float64)
+                                      for k in names]).to(parts[0].device if parts else logs[names[0]].device))
+        values = torch.cat(parts).tolist() if parts else []
+        width = len(self.keys)
+        bad = None
+        for i in range(n):
+            row = values[i * width : i * width + len(self.columns[i])]
+            for v in row:
+                if not math.isfinite(v):
+                    bad = (self.steps[i], v)
+                    break
+            if bad is not None:
+                break
+        self.steps.clear()
+        self.columns.clear()
+        out: dict[str, float] = {}
+        if logs:
+            read = dict(zip(names, values[n * width :]))
+            for k, v in logs.items():
+                if k in read:
+                    out[k] = read[k] if v.is_floating_point() else int(read[k])
+                else:
+                    out[k] = v
+        return bad, out
 
 
 def _truncate_live(live_dir: Path, last_step: int) -> None:
@@ -103,18 +210,18 @@ def fit(
 
     ``checkpoint`` is written every ``opt.checkpoint_every`` steps and resumed
     from when its ``fingerprint`` (a hash of everything that defines the run)
-    matches; it is removed when the run completes.
+    matches; it is removed when the run completes.  Curves go to ``live_dir``
+    with dvclive (imported only then); ``None`` logs nothing.
     """
-    from dvclive import Live
-
     checkpoint = Path(checkpoint)
     device = torch.device(device)
     model.to(device)
+    data = data.to(device)
     groups = model.param_groups(opt.lr)
     optimizer = torch.optim.Adam(groups, lr=opt.lr) if groups else None
     scheduler = (torch.optim.lr_scheduler.MultiStepLR(optimizer, sorted(opt.lr_milestones), gamma=opt.lr_gamma)
                  if optimizer is not None else None)
-    sampler = BatchSampler(len(data), opt.batch_size, opt.seed)
+    sampler = BatchSampler(len(data), opt.batch_size, opt.seed, device=data.device)
     torch.manual_seed(opt.seed)
     start = 0
 
@@ -127,12 +234,16 @@ def fit(
                 scheduler.load_state_dict(state["scheduler"])
             sampler.load_state_dict(state["sampler"])
             torch.set_rng_state(state["torch_rng"])
+            if state.get("cuda_rng") is not None and device.type == "cuda":
+                torch.cuda.set_rng_state_all(state["cuda_rng"])
             start = state["step"]
         else:  # a checkpoint of another configuration: start over
             checkpoint.unlink()
 
     live = None
     if live_dir is not None:
+        from dvclive import Live
+
         live_dir = Path(live_dir)
         if start:
             _truncate_live(live_dir, start)
@@ -149,37 +260,63 @@ def fit(
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "sampler": sampler.state_dict(),
                 "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
             },
         )
 
+    def diverged(bad: tuple[int, float]) -> TrainingDiverged:
+        value, at = bad[1], bad[0]
+        return TrainingDiverged(
+            f"{desc}: loss is {value} at step {at}; last good checkpoint "
+            f"{'kept at ' + str(checkpoint) if checkpoint.is_file() else 'none (before the first)'}"
+        )
+
     kill_at = int(os.environ.get(KILL_ENV, "-1"))
-    logs: dict[str, float] = {}
+    record = FiniteRecord(model.finite_keys, min(opt.log_every, opt.steps))
+    logs: dict[str, LogValue] = {}
+    final: dict[str, float] = {}
     model.train()
     bar = tqdm(total=opt.steps, initial=start, desc=desc, mininterval=2.0, dynamic_ncols=True)
     try:
-        for step in range(start + 1, opt.steps + 1):
-            batch = data.batch(sampler.next(), device)
-            model.before_step(step)
-            ctx = StepContext(optimizer, kl_weight(step, opt.kl_warmup_steps))
-            try:
-                logs = model.train_step(batch, step, ctx)
-            except NonFiniteLoss as exc:
-                raise TrainingDiverged(
-                    f"{desc}: loss is {exc.value} at step {step}; last good checkpoint "
-                    f"{'kept at ' + str(checkpoint) if checkpoint.is_file() else 'none (before the first)'}"
-                ) from None
-            if scheduler is not None:
-                scheduler.step()
-            bar.update(1)
-            if live is not None and (step % opt.log_every == 0 or step == opt.steps):
-                live.step = step
-                for k, v in logs.items():
-                    live.log_metric(f"{desc}/{k}", v)
-                live.make_summary()
-            if step % opt.checkpoint_every == 0 and step < opt.steps:
-                save(step)
-            if step == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
+        with deferred_value_checks():
+            for step in range(start + 1, opt.steps + 1):
+                log_step = step % opt.log_every == 0 or step == opt.steps
+                read_logs = step == opt.steps or (log_step and live is not None)
+                batch = data.batch(sampler.next(), device)
+                model.before_step(step)
+                ctx = StepContext(optimizer, kl_weight(step, opt.kl_warmup_steps), wants_logs=read_logs)
+                try:
+                    logs = model.train_step(batch, step, ctx)
+                except NonFiniteLoss as exc:
+                    bad = record.read()[0]  # an earlier step's loss may have gone first
+                    raise diverged(bad or (step, exc.value)) from None
+                except Exception:
+                    bad = record.read()[0]  # a failure caused by an earlier non-finite loss
+                    if bad is not None:
+                        raise diverged(bad) from None
+                    raise
+                bad = record.record(step, logs)
+                if bad is not None:
+                    raise diverged(bad)
+                if scheduler is not None:
+                    scheduler.step()
+                bar.update(1)
+                save_now = step % opt.checkpoint_every == 0 and step < opt.steps
+                if log_step or save_now or record.full:
+                    bad, values = record.read(logs if read_logs else None)
+                    if bad is not None:
+                        raise diverged(bad)
+                    if values:
+                        final = values
+                    if live is not None and log_step:
+                        live.step = step
+                        for k, v in values.items():
+                            live.log_metric(f"{desc}/{k}", v)
+                        live.make_summary()
+                if save_now:
+                    save(step)
+                if step == kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)
     finally:
         bar.close()
         if live is not None:
@@ -187,4 +324,4 @@ def fit(
     if checkpoint.is_file():
         checkpoint.unlink()
     model.eval()
-    return TrainResult(steps=opt.steps, resumed_from=start, final_logs=logs)
+    return TrainResult(steps=opt.steps, resumed_from=start, final_logs=final if final else logs_to_floats(logs))
