@@ -70,3 +70,41 @@ def test_sampled_representation_is_seeded_and_noisier(setting):
     assert np.array_equal(sa, sb)
     assert not np.array_equal(sa, a(x))  # a fresh draw on the next call
     assert np.abs(sa - mean).mean() > 1e-3
+
+
+def test_evaluate_elbo_sums_as_python_floats_did(setting):
+    # the per-batch sums are added in float64 on the device and read once: the same numbers as adding
+    # each batch's .item() to a Python float (what the metrics files were made with)
+    from priorlab.models.estimates import evaluate_elbo, iw_log_likelihood
+
+    model, dataset, _ = setting
+    x = dataset.prepare(torch.from_numpy(dataset.arrays["x_test"][:100]))
+    torch.manual_seed(0)
+    got = evaluate_elbo(model, x, 4, batch_size=30)
+    torch.manual_seed(0)
+    sums = {"elbo": 0.0, "log_lik": 0.0, "kl": 0.0, "iw_log_likelihood": 0.0}
+    with torch.no_grad():
+        for s in range(0, 100, 30):
+            terms = model.terms(x[s : s + 30])
+            sums["elbo"] += terms.elbo.sum().item()
+            sums["log_lik"] += terms.log_lik.sum().item()
+            sums["kl"] += terms.kl.sum().item()
+            sums["iw_log_likelihood"] += iw_log_likelihood(model, x[s : s + 30], 4).sum().item()
+    assert got == {k: v / 100 for k, v in sums.items()}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_evaluate_model_on_cuda_agrees_with_the_cpu(setting):
+    import copy
+
+    model, dataset, data = setting
+    ev = EvaluateParams(n_eval=100, iw_samples=5, metric_num_train=200, metric_num_test=100, metric_batch_size=8,
+                        metrics=["mig"])
+    cpu = evaluate_model(copy.deepcopy(model), dataset, data, ev, profile="test")
+    gpu_model = copy.deepcopy(model)
+    gpu = evaluate_model(gpu_model, dataset, data, ev, profile="test", device="cuda")
+    assert next(gpu_model.parameters()).is_cuda and "device" in gpu["settings"] and "device" not in cpu["settings"]
+    assert gpu["test"]["kl"] == pytest.approx(cpu["test"]["kl"], rel=1e-4)  # analytic: the same up to rounding
+    assert gpu["test"]["log_lik"] == pytest.approx(cpu["test"]["log_lik"], rel=0.05)  # one sampled z each
+    assert gpu["active_dims"] == cpu["active_dims"]
+    assert gpu["disentanglement"]["mig"] == pytest.approx(cpu["disentanglement"]["mig"], abs=0.05)

@@ -6,6 +6,11 @@ importance-weighted bound L_k, the number of active latent dimensions
 when the data set has ground-truth factors: the disentanglement metrics of
 :mod:`priorlab.metrics` on the encoder mean, with disentanglement_lib's
 sample sizes (smaller only in the ``tiny`` profile).
+
+Device: the model-side work (the ELBO terms, L_k, the encodings the metrics score, the model's
+extras) runs where the model is — :func:`evaluate_model` moves it to ``device`` when given (the
+``device`` of the params: CUDA when there is one) and the test rows with it; the codes come back
+as numpy arrays and the metric algorithms stay numpy / scikit-learn.  On the CPU nothing moves.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import torch
 from priorlab.config import EvaluateParams
 from priorlab.data.base import GroundTruthData
 from priorlab.data.store import Dataset
+from priorlab.device import model_device
 from priorlab.metric_registry import METRICS, SampledFactors
 from priorlab.models.estimates import encode_means, evaluate_elbo
 from priorlab.models.protocol import ElboModel, Model
@@ -26,7 +32,9 @@ from priorlab.models.protocol import ElboModel, Model
 
 def representation_function(model, prepare, batch_size: int = 500, kind: str = "mean", seed: int = 0):
     """``represent(observations) -> codes`` (numpy in, numpy out): the posterior mean, or one
-    posterior sample per observation (``kind="sample"``, seeded, reproducible call by call)."""
+    posterior sample per observation (``kind="sample"``, seeded, reproducible call by call).  The
+    observations are encoded where the model is; the global random state of the CPU (and of the
+    model's CUDA device) is left as it was."""
     generator = torch.Generator().manual_seed(seed)
 
     @torch.no_grad()
@@ -36,12 +44,16 @@ def representation_function(model, prepare, batch_size: int = 500, kind: str = "
             return encode_means(model, x, batch_size)
         if not isinstance(model, ElboModel):
             raise ValueError(f"evaluate.representation: sample needs a model with a posterior, not {type(model).__name__}")
+        device = model_device(model)
         state = torch.get_rng_state()
+        cuda_state = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
         torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
         try:
-            out = [model.posterior(x[s : s + batch_size]).sample().cpu() for s in range(0, len(x), batch_size)]
+            out = [model.posterior(x[s : s + batch_size].to(device)).sample().cpu() for s in range(0, len(x), batch_size)]
         finally:
             torch.set_rng_state(state)
+            if cuda_state is not None:
+                torch.cuda.set_rng_state(cuda_state, device)
         return torch.cat(out).double().numpy()
 
     return represent
@@ -69,16 +81,22 @@ def disentanglement_scores(
 
 def evaluate_model(
     model: Model, dataset: Dataset, data: GroundTruthData | None, params: EvaluateParams, profile: str,
-    metric_names: list[str] | None = None,
+    metric_names: list[str] | None = None, device: torch.device | str | None = None,
 ) -> dict[str, Any]:
     """All metrics of one model (disentanglement: ``metric_names``, default ``params.metrics``), with
     the settings and library versions that produced them.  The ELBO terms and the importance-weighted
-    bound are measured for models with that capability (:class:`~priorlab.models.protocol.ElboModel`)."""
+    bound are measured for models with that capability (:class:`~priorlab.models.protocol.ElboModel`).
+
+    ``device``: where the model-side work runs (the model is moved there and stays); default: where
+    the model is.  The test rows are prepared on the CPU, then moved there once."""
     from priorlab import metrics
 
     metric_names = list(params.metrics if metric_names is None else metric_names)
+    if device is not None:
+        model.to(device)
+    device = model_device(model)
     torch.manual_seed(params.seed)
-    x_test = dataset.prepare(dataset.x("test")[: params.n_eval])
+    x_test = dataset.prepare(dataset.x("test")[: params.n_eval]).to(device)
     model.eval()
     result: dict[str, Any] = {}
     if isinstance(model, ElboModel):
@@ -107,6 +125,8 @@ def evaluate_model(
         "representation": params.representation,
         "seed": params.seed,
     }
+    if device.type != "cpu":  # where the model-side numbers were computed (CPU files stay as they were)
+        result["settings"]["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
     if model.evaluation_notes:  # model-specific caveats on what the numbers mean
         result["notes"] = model.evaluation_notes
     result["versions"] = {**metrics.versions(), "torch": torch.__version__, "python": platform.python_version()}

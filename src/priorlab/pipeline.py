@@ -176,9 +176,14 @@ def _prior_init_run(params: Params, run: str, data: Dataset, pre: dict | None) -
     model.set_phase("prior_init")
     for p in model.parameters():
         p.requires_grad_(False)
-    generator = torch.Generator().manual_seed(params.train.seed + seed)
     model.bind_data(data)
-    init_logs = model.init_prior(model.training_set(data), generator)
+    device = torch.device("cpu")
+    if type(model).init_prior is not Model.init_prior:  # a prior to fit: on `device`, with the training rows there
+        device = resolve_device(params.device)
+        model.to(device)
+    generator = torch.Generator(device=device).manual_seed(params.train.seed + seed)
+    init_logs = model.init_prior(model.training_set(data).to(device), generator)
+    model.to("cpu")
     for p in model.parameters():
         p.requires_grad_(True)
     meta = {
@@ -229,6 +234,7 @@ def run_evaluate(params: Params, run: str) -> dict:
         params.evaluate,
         profile=params.profile,
         metric_names=params.evaluate.metrics_for(params.run(run).group),
+        device=resolve_device(params.device),  # model-side work on the GPU when there is one; metrics numpy
     )
     result = {"run": run, "group": params.run(run).group, "setup": setup, "model": model_name, "seed": seed,
               "model_params": params.model(model_name).record(), "setup_params": _asdict(s), **result}

@@ -12,6 +12,8 @@ import math
 import numpy as np
 import torch
 
+from priorlab.device import model_device
+
 
 def log_mean_exp(a: torch.Tensor, dim: int = 0) -> torch.Tensor:
     """log(mean(exp(a))) along ``dim``, stable for large |a|."""
@@ -42,20 +44,26 @@ def iw_log_likelihood(model, x: torch.Tensor, k: int, chunk: int = 50) -> torch.
 
 @torch.no_grad()
 def evaluate_elbo(model, x: torch.Tensor, k: int, batch_size: int = 250) -> dict[str, float]:
-    """Test ELBO, its reconstruction / KL terms and L_k, averaged over ``x`` (nats per observation)."""
-    sums = {"elbo": 0.0, "log_lik": 0.0, "kl": 0.0, "iw_log_likelihood": 0.0}
+    """Test ELBO, its reconstruction / KL terms and L_k, averaged over ``x`` (nats per observation).
+
+    Runs where the model is (batches of ``x`` are moved there); the per-batch sums are added up in
+    float64 on that device and read back once at the end, which gives exactly the numbers of adding
+    each batch's sum to a Python float."""
+    device = model_device(model)
+    keys = ("elbo", "log_lik", "kl", "iw_log_likelihood")
+    sums = torch.zeros(len(keys), dtype=torch.float64, device=device)
     for start in range(0, len(x), batch_size):
-        xb = x[start : start + batch_size]
+        xb = x[start : start + batch_size].to(device)
         terms = model.terms(xb)
-        sums["elbo"] += terms.elbo.sum().item()
-        sums["log_lik"] += terms.log_lik.sum().item()
-        sums["kl"] += terms.kl.sum().item()
-        sums["iw_log_likelihood"] += iw_log_likelihood(model, xb, k).sum().item()
-    return {key: v / len(x) for key, v in sums.items()}
+        batch = (terms.elbo.sum(), terms.log_lik.sum(), terms.kl.sum(), iw_log_likelihood(model, xb, k).sum())
+        for i, value in enumerate(batch):
+            sums[i] += value.to(torch.float64)
+    return {key: v / len(x) for key, v in zip(keys, sums.tolist())}
 
 
 @torch.no_grad()
 def encode_means(model, x: torch.Tensor, batch_size: int = 500) -> np.ndarray:
-    """Posterior means of ``x`` as a float64 numpy array ``[N, D]``."""
-    out = [model.represent(x[s : s + batch_size]).cpu() for s in range(0, len(x), batch_size)]
+    """Posterior means of ``x`` as a float64 numpy array ``[N, D]`` (encoded where the model is)."""
+    device = model_device(model)
+    out = [model.represent(x[s : s + batch_size].to(device)).cpu() for s in range(0, len(x), batch_size)]
     return torch.cat(out).double().numpy()
