@@ -126,3 +126,15 @@ def test_critical_path_rank_puts_long_chains_first():
     rank = critical_path_rank([a, b, c, study], upstream, {"a": 1.0, "b": 2.0, "c": 3.0, "study": 5.0})
     assert rank[a] == 6.0 and rank[b] == 5.0 and rank[c] == 3.0 and rank[study] == 5.0
     assert critical_path_rank([a, b, c, study], upstream, {})[a] == 3.0  # never timed: 1 s each
+
+
+def test_history_falls_back_to_the_committed_bench_per_kind(tmp_path):
+    from priorlab.repro import BENCH, HISTORY, _read_history, _write_history
+
+    (tmp_path / BENCH).parent.mkdir(parents=True)
+    (tmp_path / BENCH).write_text(json.dumps({"pipeline": {"by_kind": {"train": {"n": 4, "sum_wall_s": 40.0}}}}))
+    assert _read_history(str(tmp_path)) == {"kind:train": 10.0}
+    _write_history(str(tmp_path), {"train@a": 3.0})
+    _write_history(str(tmp_path), {"report": 1.0})
+    assert _read_history(str(tmp_path)) == {"kind:train": 10.0, "train@a": 3.0, "report": 1.0}
+    assert (tmp_path / HISTORY).is_file()

@@ -190,25 +190,44 @@ class _Run:
                 self.flush()
 
 
-def _read_history(root: str) -> dict[str, float]:
-    path = Path(root) / HISTORY
+BENCH = Path("reports") / "bench.json"
+"""Committed pipeline profile (``make bench-pipeline``): its mean wall per stage kind stands in for
+stages this workspace has never run, so a fresh clone schedules the long studies early too."""
+
+
+def _read_json(path: Path):
     try:
-        return {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
-        return {}
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _read_history(root: str) -> dict[str, float]:
+    """Last wall per stage name, and ``kind:<kind>`` -> mean wall per stage kind from the bench record."""
+    walls: dict[str, float] = {}
+    bench = _read_json(Path(root) / BENCH)
+    kinds = bench.get("pipeline", {}).get("by_kind", {}) if isinstance(bench, dict) else {}
+    for kind, row in kinds.items():
+        if isinstance(row, dict) and row.get("n"):
+            walls[f"kind:{kind}"] = float(row["sum_wall_s"]) / row["n"]
+    history = _read_json(Path(root) / HISTORY)
+    if isinstance(history, dict):
+        walls.update({str(k): float(v) for k, v in history.items() if isinstance(v, (int, float))})
+    return walls
 
 
 def _write_history(root: str, walls: dict[str, float]) -> None:
     if walls:
         path = Path(root) / HISTORY
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**_read_history(root), **{k: round(v, 2) for k, v in walls.items()}},
-                                   indent=1, sort_keys=True))
+        old = _read_json(path)
+        old = old if isinstance(old, dict) else {}
+        path.write_text(json.dumps({**old, **{k: round(v, 2) for k, v in walls.items()}}, indent=1, sort_keys=True))
 
 
 def critical_path_rank(stages, upstream: dict, walls: dict[str, float], default_s: float = 1.0) -> dict:
     """Each stage's wall plus the longest chain of walls downstream of it (the classic list-scheduling
-    priority); stages never timed count ``default_s``."""
+    priority).  A stage's wall: its own last one, else its kind's (``kind:train``), else ``default_s``."""
     downstream: dict = {s: [] for s in stages}
     for s, ups in upstream.items():
         for u in ups:
@@ -217,7 +236,8 @@ def critical_path_rank(stages, upstream: dict, walls: dict[str, float], default_
 
     def visit(s):
         if s not in rank:
-            rank[s] = walls.get(s.addressing, default_s) + max((visit(d) for d in downstream[s]), default=0.0)
+            own = walls.get(s.addressing, walls.get("kind:" + s.addressing.split("@")[0], default_s))
+            rank[s] = own + max((visit(d) for d in downstream[s]), default=0.0)
         return rank[s]
 
     for s in stages:
