@@ -1,0 +1,545 @@
+"""Spread the runs of a profile over machines that share a DVC remote.
+
+Every machine checks out the same commit (same code, same ``params.yaml``) and adds the same DVC
+remote; then::
+
+    python -m priorlab.shard run --shard 0/3 --push     # machine 0; 1/3 and 2/3 on the others
+    python -m priorlab.shard collect                    # any machine, once the shards have pushed
+
+``run`` reproduces its shard (``python -m priorlab.repro`` on ``-j`` workers, ``--gpus`` one per
+worker) and pushes it; ``collect`` fetches what the shards pushed, restores every stage whose
+inputs match a pushed run from DVC's run-cache ("restored <stage> from the run-cache") and runs
+only what no shard holds: the experiment stages, the figures and the report (and any run no shard
+pushed).  Commit ``dvc.lock`` and the git-tracked outputs on that machine afterwards.
+
+**What a shard is** (:func:`split`).  Every run is in one shard, and every ``data@``, ``pretrain@``
+and ``prior_init@`` stage is computed by exactly one shard, its *owner*; a shard that trains runs
+of a setup it does not own waits until the owner has pushed the setup's stages and restores them
+(``needs``).  Computing a stage twice is not only waste: GPU kernels (and conv nets on different
+CPUs) are not bit-reproducible, two pretrainings of a setup would differ, and the runs downstream
+of the copy the collector does not restore would not match the run-cache and would train again.
+A setup (pretraining and runs) is one piece of work unless it costs more than a shard's fair
+share, then its runs are cut into that many pieces; pieces go largest first to the least-loaded
+shard, by an estimate of their training cost (steps times a per-kind cost per step).  The split
+depends only on ``params.yaml``: the same on every machine, whatever the order of its entries.
+A shard runs in three steps, each pushed before the next (so no shard waits for long): the
+``data@`` stages it owns; the ``pretrain@``/``prior_init@`` stages it owns; its runs.
+
+**What is pushed.**  ``dvc push --run-cache`` sends the run-cache entries and the cached outputs of
+``dvc.lock``, not the metrics and curves that are in git (``cache: false``), which a run-cache
+entry also names and without which no other machine can restore the stage.  :func:`push` sends
+every object that the local run-cache entries name, as DVC 2 did; :func:`fetch` takes the remote's
+entries and the objects of those that belong to a stage of this pipeline.  DVC restores a stage
+only if it has no ``persist: true`` output and no ``cache: false`` output outside ``metrics:`` and
+``plots:``; ``dvc.yaml`` declares the per-run stages so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from priorlab.errors import UserError
+
+KIND_STEP_COST = {"fmvae": 6.5, "vsc": 2.1, "beta_tcvae": 1.7}
+"""Cost of one training step relative to a VAE step, by model kind (other kinds: 1).  From the H200
+timings of the paper nets in issue 15 (VAE MLP 3.4 ms, β-TCVAE 5.7, VSC 6–8.5, fmvae 17–27):
+only the balance of the shards depends on it."""
+
+CONV_STEP_COST = 1.8
+"""Extra factor for a setup with conv nets (issue 15: VAE conv 5.9–6.4 ms vs MLP 3.4 ms)."""
+
+
+WAIT_S = 12 * 3600.0
+"""How long a shard waits for upstream stages another shard computes (a paper-profile pretraining is
+100k steps: minutes to an hour on one GPU)."""
+
+POLL_S = 60.0
+
+
+class ShardError(UserError, ValueError):
+    """A bad shard spec or a missing remote: one line naming what to change."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """What one machine does: train and evaluate ``runs``; compute the upstream stages it ``owns``
+    (pushed for the shards that ``need`` them); restore the stages it ``needs`` from the remote."""
+
+    index: int
+    count: int
+    runs: tuple[str, ...]
+    owns: tuple[str, ...]
+    needs: dict[str, int]  # upstream stage -> the shard that computes it
+    cost: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @property
+    def targets(self) -> list[str]:
+        """The DVC stages the shard reproduces (with everything upstream of them)."""
+        return [f"evaluate@{run}" for run in self.runs]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` → ``(i, n)``: shard ``i`` of ``n``, counted from 0."""
+    parts = str(text).strip().split("/")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise ShardError(f"--shard {text!r}: expected INDEX/COUNT, e.g. 0/2 (shards are counted from 0)")
+    index, count = (int(p) for p in parts)
+    if count < 1:
+        raise ShardError(f"--shard {text!r}: the count must be at least 1")
+    if index >= count:
+        raise ShardError(f"--shard {text!r}: the index must be 0..{count - 1} (shards are counted from 0)")
+    return index, count
+
+
+def _step_cost(params, setup: str, model: str) -> float:
+    kind = params.model(model).kind
+    conv = CONV_STEP_COST if params.setup(setup).encoder == "conv" else 1.0
+    return KIND_STEP_COST.get(kind, 1.0) * conv
+
+
+def run_cost(params, run: str) -> float:
+    """Estimated training cost of one run (VAE-step equivalents)."""
+    r = params.run(run)
+    steps = params.model(r.model).train_steps or params.train.steps
+    return max(steps, 1) * _step_cost(params, r.setup, r.model)
+
+
+def pretrain_cost(params, setup: str) -> float:
+    """Estimated cost of a setup's pretraining (0 for a setup that is not pretrained)."""
+    s = params.setup(setup)
+    if not s.pretraining:
+        return 0.0
+    spec = params.model(s.pretrain_model)
+    return (spec.pretrain_steps or params.pretrain.steps) * _step_cost(params, setup, s.pretrain_model)
+
+
+def _lpt(sizes: dict, bins: int, loads: list[float] | None = None) -> dict:
+    """Longest processing time first: each item (largest first, ties by key) to the least-loaded bin."""
+    loads = list(loads) if loads is not None else [0.0] * bins
+    where = {}
+    for item in sorted(sizes, key=lambda k: (-sizes[k], k)):
+        b = min(range(bins), key=lambda i: (loads[i], i))
+        where[item] = b
+        loads[b] += sizes[item]
+    return where
+
+
+def split(params, count: int) -> list[Shard]:
+    """The ``count`` shards of the runs of ``params``.
+
+    Every run is in exactly one shard, and every ``data@``, ``pretrain@`` and ``prior_init@`` stage
+    is owned by exactly one.  A setup is one piece (its pretraining and its runs) unless it costs
+    more than a shard's fair share (total / count): then its runs are cut into that many pieces of
+    about equal cost, the pretraining in the first.  Pieces go largest first to the least-loaded
+    shard.  The shard with a setup's first piece owns the setup's ``pretrain@``/``prior_init@``; the
+    owner of the costliest setup of a data set owns its ``data@`` (data sets that no setup uses,
+    read by the in-process studies, go round the shards by name).
+    """
+    if count < 1:
+        raise ShardError(f"the number of shards must be at least 1, got {count}")
+    by_setup: dict[str, list[str]] = {s: [] for s in params.setups}
+    for run in sorted(params.runs):
+        by_setup[params.runs[run].setup].append(run)
+    cost = {r: run_cost(params, r) for r in params.runs}
+    pre = {s: pretrain_cost(params, s) for s in by_setup}
+    share = (sum(cost.values()) + sum(pre.values())) / count
+    pieces: dict[tuple[str, int], float] = {}
+    members: dict[tuple[str, int], list[str]] = {}
+    for setup, runs in sorted(by_setup.items()):
+        setup_total = pre[setup] + sum(cost[r] for r in runs)
+        k = max(1, min(len(runs), math.ceil(setup_total / share - 1e-9))) if share > 0 else 1
+        where = _lpt({r: cost[r] for r in runs}, k, [pre[setup]] + [0.0] * (k - 1))
+        for j in range(k):
+            members[(setup, j)] = sorted(r for r in runs if where[r] == j)
+            pieces[(setup, j)] = sum(cost[r] for r in members[(setup, j)]) + (pre[setup] if j == 0 else 0.0)
+    placed = _lpt(pieces, count)
+    owner = {setup: placed[(setup, 0)] for setup in by_setup}
+    setup_total = {s: pre[s] + sum(cost[r] for r in runs) for s, runs in by_setup.items()}
+    data_owner: dict[str, int] = {}
+    for setup in sorted(by_setup, key=lambda s: (-setup_total[s], s)):
+        data_owner.setdefault(params.setup(setup).dataset, owner[setup])
+    for i, dataset in enumerate(sorted(set(params.datasets) - set(data_owner))):
+        data_owner[dataset] = i % count
+    shards = []
+    for k in range(count):
+        runs = sorted(r for p, where in placed.items() if where == k for r in members[p])
+        owned = sorted(s for s, o in owner.items() if o == k)
+        owns = [f"data@{d}" for d, o in sorted(data_owner.items()) if o == k]
+        owns += [f"{stage}@{s}" for s in owned for stage in ("pretrain", "prior_init")]
+        needs: dict[str, int] = {}
+        for setup in sorted({params.runs[r].setup for r in runs} | set(owned)):
+            needs[f"data@{params.setup(setup).dataset}"] = data_owner[params.setup(setup).dataset]
+            if setup not in owned:
+                needs[f"pretrain@{setup}"] = needs[f"prior_init@{setup}"] = owner[setup]
+        needs = {stage: o for stage, o in sorted(needs.items()) if o != k}
+        load = sum(c for p, c in pieces.items() if placed[p] == k)
+        shards.append(Shard(k, count, tuple(runs), tuple(owns), needs, load))
+    return shards
+
+
+# --------------------------------------------------------------------------- DVC: remote and run-cache
+
+
+def _remote(repo, remote: str | None) -> str:
+    name = remote or repo.config["core"].get("remote")
+    if not name:
+        raise ShardError("no default DVC remote: add the shared one on every machine, "
+                         "e.g. `dvc remote add -d store s3://bucket/priorlab` (or pass --remote NAME)")
+    if name not in repo.config.get("remote", {}):
+        raise ShardError(f"DVC remote {name!r} is not configured (`dvc remote list`)")
+    return name
+
+
+def _local_entries(repo) -> list[tuple[str, str]]:
+    """``(key, value)`` of every run-cache entry in the local cache."""
+    root = Path(repo.stage_cache.cache_dir)
+    return sorted((p.parent.name, p.name) for p in root.glob("*/*/*") if p.is_file()) if root.is_dir() else []
+
+
+def _entry_cmd(repo, key: str, value: str) -> str | None:
+    entry = repo.stage_cache._load_cache(key, value)
+    return entry.get("cmd") if entry else None
+
+
+def _pipeline_cmds(repo) -> set[str]:
+    return {s.cmd for s in repo.index.stages if s.cmd}
+
+
+def _transfer(repo, entries, remote: str, jobs: int | None, direction: str) -> tuple[int, int]:
+    """Push or pull the objects that the run-cache ``entries`` name; returns (transferred, failed)."""
+    used = repo.stage_cache.get_used_objs(entries, remote=remote, force=True, jobs=jobs)
+    moved = failed = 0
+    for odb, objs in used.items():
+        if not objs:
+            continue
+        call = repo.cloud.push if direction == "push" else repo.cloud.pull
+        result = call(objs, jobs=jobs, remote=remote, odb=odb)
+        moved += len(result.transferred)
+        failed += len(result.failed)
+    return moved, failed
+
+
+def push(root: str | Path = ".", remote: str | None = None, jobs: int | None = None, log=print) -> int:
+    """Push every local run-cache entry and every object it names (cached and git-tracked outputs)."""
+    from dvc.repo import Repo, lock_repo
+
+    with Repo(str(root)) as repo, lock_repo(repo):
+        name = _remote(repo, remote)
+        entries = _local_entries(repo)
+        repo.stage_cache.push(name)
+        moved, failed = _transfer(repo, entries, name, jobs, "push")
+    log(f"pushed {len(entries)} run-cache entries and {moved} new object(s) to {name!r}")
+    if failed:
+        raise UserError(f"{failed} object(s) could not be pushed to {name!r}; run the command again")
+    return moved
+
+
+def fetch(root: str | Path = ".", remote: str | None = None, jobs: int | None = None, cmds: set[str] | None = None,
+          log=print) -> int:
+    """Fetch the remote's run-cache entries and the objects of those whose command is a stage of this
+    pipeline (``cmds``: of these stages only).  Returns the number of entries they cover."""
+    from dvc.repo import Repo, lock_repo
+
+    with Repo(str(root)) as repo, lock_repo(repo):
+        name = _remote(repo, remote)
+        repo.stage_cache.pull(name)
+        wanted = cmds if cmds is not None else _pipeline_cmds(repo)
+        entries = [(k, v) for k, v in _local_entries(repo) if _entry_cmd(repo, k, v) in wanted]
+        moved, failed = _transfer(repo, entries, name, jobs, "pull")
+        conflicts = _conflicts(repo, entries)
+    log(f"fetched {moved} object(s) for {len(entries)} run-cache entries from {name!r}")
+    if failed:
+        log(f"warning: {failed} object(s) named by run-cache entries are not on {name!r}; "
+            "their stages will run here")
+    for cmd in conflicts:
+        log(f"warning: several runs of `{cmd}` with the same inputs gave different outputs; "
+            "DVC restores the newest, and stages downstream of the others will run again")
+    return len(entries)
+
+
+def _conflicts(repo, entries) -> list[str]:
+    by_key: dict[str, list[str]] = {}
+    for key, value in entries:
+        by_key.setdefault(key, []).append(value)
+    return sorted({_entry_cmd(repo, k, vs[0]) or k for k, vs in by_key.items() if len(vs) > 1})
+
+
+def _stage_cmds(root: str | Path, targets: Sequence[str]) -> set[str]:
+    """Commands of ``targets`` and every stage upstream of them."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return {s.cmd for s in _closure(repo, targets) if s.cmd}
+
+
+def _closure(repo, targets: Sequence[str]) -> list:
+    """``targets`` and every stage upstream of them, upstream first."""
+    import networkx as nx
+
+    graph = repo.index.graph
+    by_name = {s.addressing: s for s in repo.index.stages}
+    unknown = [t for t in targets if t not in by_name]
+    if unknown:
+        raise ShardError(f"dvc.yaml has no stage {unknown[0]!r}: the shards expect data@, pretrain@, "
+                         "prior_init@ and evaluate@ stages named after the params' entries")
+    chosen = set()
+    for t in targets:
+        chosen |= {by_name[t]} | nx.descendants(graph, by_name[t])  # DVC's edges point upstream
+    return [s for s in reversed(list(nx.topological_sort(graph.subgraph(chosen))))]
+
+
+def restore_only(root: str | Path, targets: Sequence[str], log=None) -> tuple[list[str], list[str]]:
+    """Bring ``targets`` and their upstream up to date from the (local) run-cache, running nothing,
+    as ``dvc repro`` restores a stage.  Returns the stages restored and those that could not be."""
+    from dvc.repo import Repo, lock_repo
+    from dvc.stage.cache import RunCacheNotFoundError
+
+    with Repo(str(root)) as repo, lock_repo(repo):
+        graph = repo.index.graph
+        stages = _closure(repo, targets)
+        missing, restored = set(), []
+        for stage in stages:
+            upstream = set(graph.successors(stage))
+            if upstream & missing:
+                missing.add(stage)
+                continue
+            if stage.frozen or not stage.changed(upstream=list(upstream)):
+                continue
+            # as `dvc repro` (Stage.run): a changed stage's outputs go before it is restored or run
+            # (a checkout does not overwrite files it has not cached, e.g. git-tracked metrics)
+            stage.remove_outs(ignore_remove=False, force=False)
+            try:
+                repo.stage_cache.restore(stage)
+            except RunCacheNotFoundError:
+                missing.add(stage)
+                continue
+            stage.save()
+            stage.commit()
+            restored.append(stage)
+            if log is not None:
+                log(f"restored {stage.addressing} from the run-cache")
+        if restored:
+            restored[0].dvcfile.dump_stages(restored, update_pipeline=False)
+        return [s.addressing for s in restored], sorted(s.addressing for s in missing)
+
+
+def wait_for(root: Path, stages: dict[str, int], count: int, remote: str | None, timeout: float,
+             interval: float, log=print) -> None:
+    """Restore ``stages`` (stage -> the shard computing it) from the remote once their shards have
+    pushed them; poll every ``interval`` seconds, give up after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    cmds = _stage_cmds(root, list(stages))
+    while True:
+        fetch(root, remote, cmds=cmds, log=lambda m: None)
+        missing = [s for s in restore_only(root, list(stages), log=log)[1] if s in stages]
+        if not missing:
+            log(f"restored {', '.join(sorted(stages))} (pushed by shard(s) "
+                f"{', '.join(sorted({f'{o}/{count}' for o in stages.values()}))})")
+            return
+        owners = ", ".join(sorted({f"{stages[s]}/{count}" for s in missing}))
+        if time.monotonic() >= deadline:
+            raise ShardError(f"gave up after {timeout:.0f} s waiting for {', '.join(missing)}: shard(s) {owners} "
+                             "compute them; run `python -m priorlab.shard run --shard I/N --push` there "
+                             "(same commit, same remote), or raise --wait")
+        log(f"waiting for {', '.join(missing)} from shard(s) {owners} (next look in {interval:.0f} s)")
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _load(root: Path):
+    from priorlab.config import load_params
+
+    return load_params(root / "params.yaml")
+
+
+def describe(shard: Shard, total: float) -> str:
+    lines = [f"shard {shard.name}: {len(shard.runs)} run(s), estimated cost {shard.cost / (total or 1):.0%} of the total"]
+    lines += [f"  run   {run}" for run in shard.runs]
+    lines += [f"  owns  {stage}" for stage in shard.owns]
+    lines += [f"  needs {stage} (from shard {o}/{shard.count})" for stage, o in shard.needs.items()]
+    return "\n".join(lines)
+
+
+def cmd_plan(root: Path, count: int, index: int | None, as_json: bool) -> int:
+    shards = split(_load(root), count)
+    total = sum(s.cost for s in shards)
+    chosen = shards if index is None else [shards[index]]
+    if as_json:
+        print(json.dumps([{"shard": s.name, "runs": list(s.runs), "owns": list(s.owns),
+                           "needs": {k: f"{o}/{count}" for k, o in s.needs.items()}, "targets": s.targets,
+                           "cost_share": round(s.cost / (total or 1), 4)} for s in chosen], indent=2))
+    else:
+        print("\n".join(describe(s, total) for s in chosen))
+    return 0
+
+
+def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | None, jobs: int,
+            gpus: Sequence[str] | None, dry: bool, wait: float, interval: float) -> int:
+    """One shard, in three steps, each pushed with ``--push`` before the next: the ``data@`` stages it
+    owns; the ``pretrain@``/``prior_init@`` stages it owns (after restoring foreign data they read);
+    its runs (after restoring the foreign setups they start from)."""
+    from priorlab.repro import reproduce
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    shards = split(_load(root), count)
+    shard = shards[index]
+    log(describe(shard, sum(s.cost for s in shards)))
+    if dry:
+        outcome = reproduce(shard.targets + [s for s in shard.owns], jobs, gpus, root=root, dry=True, log=log)
+        log(f"shard {shard.name}: {len(outcome.ran)} stage(s) stale (restored or run when it runs)")
+        return 0
+    if not shard.runs and not shard.owns:
+        log(f"shard {shard.name} holds nothing: more shards than pieces of work")
+        return 0
+    needed_by_others = {st for other in shards if other.index != index for st in other.needs if st in shard.owns}
+    if shard.needs or do_push:
+        _remote_check(root, remote)
+    if needed_by_others and not do_push:
+        log(f"warning: shard(s) {', '.join(sorted({f'{o.index}/{count}' for o in shards if set(o.needs) & set(shard.owns)}))} "
+            f"wait for {', '.join(sorted(needed_by_others))}, which only this shard computes: run it with --push")
+    if _has_remote(root, remote):  # what this shard (an earlier attempt) or another already pushed
+        fetch(root, remote, cmds=_stage_cmds(root, shard.targets + list(shard.owns)), log=log)
+
+    own_data = [s for s in shard.owns if s.startswith("data@")]
+    own_setups = [s for s in shard.owns if s.startswith("prior_init@")]
+    foreign_data = {s: o for s, o in shard.needs.items() if s.startswith("data@")}
+    steps = [(own_data, {}), (own_setups, foreign_data), (shard.targets, shard.needs)]
+    ran = restored = 0
+    for targets, needs in steps:
+        if needs:
+            wait_for(root, needs, count, remote, wait, interval, log=log)
+        if not targets:
+            continue
+        early, _ = restore_only(root, targets, log=log)  # what an earlier attempt of this shard pushed
+        outcome = reproduce(targets, jobs, gpus, root=root, log=log)
+        ran, restored = ran + len(outcome.ran), restored + len(early) + len(outcome.restored)
+        if outcome.failed:
+            log(f"shard {shard.name}: failed: {', '.join(outcome.failed)}")
+            return 1
+        if do_push:  # also what an earlier attempt made but did not push: other shards may wait for it
+            push(root, remote, log=log)
+    log(f"shard {shard.name}: done ({ran} stage(s) ran, {restored} restored from the run-cache, "
+        f"{len(shard.needs)} from other shards)")
+    return 0
+
+
+def _has_remote(root: str | Path, remote: str | None) -> bool:
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return bool(remote or repo.config["core"].get("remote"))
+
+
+def _remote_check(root: Path, remote: str | None) -> None:
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        _remote(repo, remote)
+
+
+def cmd_collect(root: Path, remote: str | None, jobs: int, gpus: Sequence[str] | None, do_push: bool) -> int:
+    """Fetch every pushed run of this pipeline, then reproduce everything (restoring what was pushed)."""
+    from priorlab.repro import reproduce
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    _load(root)  # params valid before anything is fetched
+    fetch(root, remote, log=log)
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        every = [s.addressing for s in repo.index.stages if s.cmd]
+    restored, _ = restore_only(root, every, log=log)  # everything the shards pushed; the runner runs the rest
+    outcome = reproduce(None, jobs, gpus, root=root, log=log)
+    outcome.skipped = [s for s in outcome.skipped if s not in restored]
+    outcome.restored[:0] = restored
+    trained = sorted(s for s in outcome.ran if s.split("@")[0] in ("pretrain", "prior_init", "train"))
+    log(f"collect: {len(outcome.restored)} stage(s) restored from the run-cache, {len(outcome.ran)} ran, "
+        f"{len(outcome.skipped)} up to date, {len(outcome.failed)} failed")
+    if trained:
+        log(f"note: {len(trained)} training stage(s) ran here, no shard had pushed them: {', '.join(trained)}")
+    if outcome.failed:
+        return 1
+    if do_push:
+        push(root, remote, log=log)
+    log("next: commit the results here (git add dvc.lock metrics reports; git commit)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m priorlab.shard", description=__doc__.splitlines()[0])
+    parser.add_argument("-C", "--root", default=".", help="project root (default: the current directory)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="print which setups and runs each shard holds")
+    p.add_argument("--shards", type=int, required=False, help="number of shards (or give --shard I/N)")
+    p.add_argument("--shard", help="only this shard, I/N (counted from 0)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    def workers(q):
+        q.add_argument("-j", "--jobs", type=int, default=2, help="stages side by side (default 2)")
+        q.add_argument("--gpus", default=None, help="comma-separated CUDA devices, one per worker")
+        q.add_argument("--remote", default=None, help="DVC remote (default: the default remote)")
+
+    r = sub.add_parser("run", help="reproduce one shard's runs (and, with --push, push them)")
+    r.add_argument("--shard", required=True, help="I/N: shard I of N, counted from 0")
+    r.add_argument("--push", action="store_true", help="push the results and their run-cache entries")
+    r.add_argument("--dry", action="store_true", help="print the stale stages of the shard, run nothing")
+    r.add_argument("--wait", type=float, default=WAIT_S,
+                   help=f"seconds to wait for the stages other shards compute (default {WAIT_S:.0f})")
+    r.add_argument("--poll", type=float, default=POLL_S, help=f"seconds between looks at the remote (default {POLL_S:.0f})")
+    workers(r)
+
+    c = sub.add_parser("collect", help="fetch every pushed run, reproduce the rest and the report")
+    c.add_argument("--push", action="store_true", help="push what ran here too")
+    workers(c)
+
+    ns = parser.parse_args(argv)
+    root = Path(ns.root).resolve()
+    try:
+        gpus = [g.strip() for g in ns.gpus.split(",") if g.strip()] if getattr(ns, "gpus", None) else None
+        if getattr(ns, "jobs", 1) < 1:
+            raise ShardError(f"--jobs must be at least 1, got {ns.jobs}")
+        if gpus is not None and len(gpus) < ns.jobs:
+            raise ShardError(f"--gpus names {len(gpus)} device(s) for {ns.jobs} workers; give one per worker")
+        if ns.command == "plan":
+            if ns.shard:
+                index, count = parse_shard(ns.shard)
+            elif ns.shards is not None:
+                index, count = None, ns.shards
+                if count < 1:
+                    raise ShardError(f"--shards must be at least 1, got {count}")
+            else:
+                raise ShardError("plan: give --shards N or --shard I/N")
+            return cmd_plan(root, count, index, ns.json)
+        if ns.command == "run":
+            index, count = parse_shard(ns.shard)
+            if ns.wait < 0 or ns.poll <= 0:
+                raise ShardError("--wait must be >= 0 and --poll > 0 seconds")
+            return cmd_run(root, index, count, ns.push, ns.remote, ns.jobs, gpus, ns.dry, ns.wait, ns.poll)
+        return cmd_collect(root, ns.remote, ns.jobs, gpus, ns.push)
+    except (UserError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+    sys.exit(main())
