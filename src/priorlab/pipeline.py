@@ -177,12 +177,10 @@ def _prior_init_run(params: Params, run: str, data: Dataset, pre: dict | None) -
     for p in model.parameters():
         p.requires_grad_(False)
     model.bind_data(data)
-    device = torch.device("cpu")
-    if type(model).init_prior is not Model.init_prior:  # a prior to fit: on `device`, with the training rows there
-        device = resolve_device(params.device)
-        model.to(device)
-    generator = torch.Generator(device=device).manual_seed(params.train.seed + seed)
-    init_logs = model.init_prior(model.training_set(data).to(device), generator)
+    from priorlab.train import fit_prior
+
+    init_logs = fit_prior(model, model.training_set(data), device=resolve_device(params.device),
+                          seed=params.train.seed + seed)  # on the device when there is a prior to fit
     model.to("cpu")
     for p in model.parameters():
         p.requires_grad_(True)

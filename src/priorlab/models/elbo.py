@@ -11,6 +11,7 @@ log q(z|x) - log p(z) at the drawn z.  Models add their own objective terms
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 from torch.distributions import Distribution, kl_divergence
@@ -21,7 +22,9 @@ class ElboTerms:
     """Per-observation terms of one batch, each of shape ``[batch]``, with the q(z|x) and p(z) they
     came from (models read them for their extra terms and updates, never from attributes).
 
-    ``extra`` are added to the loss; ``logs`` are detached diagnostics, only logged.
+    ``extra`` are added to the loss; ``logs`` are detached diagnostics, only logged;
+    ``deferred_logs`` are functions returning more of them, called only when the logs are read (a
+    training step whose logs nobody reads launches none of their work).
     """
 
     log_lik: torch.Tensor
@@ -31,6 +34,7 @@ class ElboTerms:
     p: Distribution | None = None
     extra: dict[str, torch.Tensor] = field(default_factory=dict)
     logs: dict[str, torch.Tensor] = field(default_factory=dict)
+    deferred_logs: list[Callable[[], dict[str, torch.Tensor]]] = field(default_factory=list)
 
     @property
     def elbo(self) -> torch.Tensor:

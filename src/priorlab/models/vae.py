@@ -83,11 +83,14 @@ class VAE(Model, ElboModel, Generative):
     @staticmethod
     def step_logs(loss: torch.Tensor, terms: ElboTerms) -> dict[str, torch.Tensor]:
         """The logged terms of a batch as detached 0-d tensors where they were computed (no host read):
-        the loss, the means of the ELBO, its terms, the extra loss terms and the diagnostics."""
+        the loss, the means of the ELBO, its terms, the extra loss terms and the diagnostics (the
+        deferred ones computed now)."""
         logs = {"loss": loss.detach(), "elbo": terms.elbo.mean().detach(), "log_lik": terms.log_lik.mean().detach(),
                 "kl": terms.kl.mean().detach()}
         logs.update({k: v.mean().detach() for k, v in terms.extra.items()})
         logs.update({k: v.mean().detach() for k, v in terms.logs.items()})
+        for deferred in terms.deferred_logs:
+            logs.update({k: v.mean().detach() for k, v in deferred().items()})
         return logs
 
     # -- training ---------------------------------------------------------------------

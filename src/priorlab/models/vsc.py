@@ -100,10 +100,14 @@ class SpikeSlabPosterior(nn.Module):
 
     def set_schedule(self, lam: float, sharpness: float) -> None:
         """Set ``λ`` and ``c`` (buffers, saved with the model) and their Python copies, which the forward
-        pass reads instead of the buffers (a read of a device buffer waits for the device)."""
-        self.lam.fill_(float(lam))
-        self.sharpness.fill_(float(sharpness))
-        self._lam, self._sharpness = float_like(lam, self.lam.dtype), float_like(sharpness, self.sharpness.dtype)
+        pass reads instead of the buffers (a read of a device buffer waits for the device).  A buffer
+        already holding the value is left alone (no fill launched once a ramp has ended)."""
+        lam_now, sharp_now = float_like(lam, self.lam.dtype), float_like(sharpness, self.sharpness.dtype)
+        if lam_now != self._lam:
+            self.lam.fill_(float(lam))
+        if sharp_now != self._sharpness:
+            self.sharpness.fill_(float(sharpness))
+        self._lam, self._sharpness = lam_now, sharp_now
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Loading ``lam`` / ``sharpness`` refreshes their Python copies (from the loaded values)."""
@@ -326,7 +330,8 @@ class VSC(VAE):
                 kl = pseudo_input_mixture_kl(gamma[:n], kmu[:n], klv[:n], p.gamma_u, kmu[n:], klv[n:], weights)
             terms = elbo_terms(x, q, p, self.decode, self.likelihood, kl=kl)
         terms.extra.update(self.extra_terms(x, terms, labels))
-        terms.logs.update(spike_diagnostics(gamma[:n].detach(), weights.detach()))
+        g, w = gamma[:n].detach(), weights.detach()
+        terms.deferred_logs.append(lambda: spike_diagnostics(g, w))  # computed when the logs are read
         return terms
 
     @property

@@ -325,3 +325,21 @@ def fit(
         checkpoint.unlink()
     model.eval()
     return TrainResult(steps=opt.steps, resumed_from=start, final_logs=final if final else logs_to_floats(logs))
+
+
+def fit_prior(model: Model, data: TrainingSet, *, device: torch.device | str = "cpu", seed: int = 0) -> dict:
+    """The prior_init phase: ``model.init_prior`` with the nets frozen by the caller.
+
+    A model with a prior to fit (one that overrides :meth:`Model.init_prior`) is moved to ``device``
+    with its training rows (:meth:`TrainingSet.to`) and given a generator of that device seeded with
+    ``seed``; other models stay where they are (nothing to fit, nothing to copy).  The model is left
+    on the device it ran on.  On the CPU this is ``model.init_prior(data, Generator().manual_seed(seed))``.
+    """
+    device = torch.device(device)
+    if type(model).init_prior is Model.init_prior:
+        device = torch.device("cpu")
+    else:
+        model.to(device)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return model.init_prior(data.to(device), generator)
+
