@@ -1,4 +1,5 @@
-"""``make bench``: training-step cost of every model relative to the plain VAE, and the tiny pipeline.
+"""``make bench``: training-step cost of every model relative to the plain VAE, and the tiny pipeline;
+on a CUDA machine also the GPU section (:func:`gpu_section`: paper nets vs a plain PyTorch loop, GPU-hours).
 
 Step times are measured in one process, interleaving the models round by
 round with identical nets and batch, and reported as ratios to the VAE (the
@@ -78,6 +79,25 @@ def step_times(net: SetupParams, models: dict[str, ModelParams], batch: int = 64
     return times
 
 
+def gpu_section(budget_s: float = 150.0) -> dict:
+    """On a CUDA device (skipped without one): ms per training step of the paper profile's nets through
+    the trainer next to a plain PyTorch loop with the same nets and batch, and the paper profile's
+    GPU-hours at the measured rates (:mod:`priorlab.gpu_bench`; ``scripts/gpu_bench.py`` adds the
+    prior_init / evaluate timings and the exact-resume check)."""
+    if not torch.cuda.is_available():
+        print("GPU section skipped: no CUDA device")
+        return {"skipped": "no CUDA device"}
+    from priorlab import gpu_bench
+
+    device = torch.device("cuda")
+    deadline = time.perf_counter() + budget_s
+    rows = gpu_bench.step_table(device)
+    gpu_bench.print_step_table(rows)
+    hours = gpu_bench.paper_gpu_hours(device, measured=rows, deadline=deadline)
+    gpu_bench.print_gpu_hours(hours, torch.cuda.get_device_name(device))
+    return {"environment": gpu_bench.environment(device), "step": rows, "gpu_hours": hours}
+
+
 def copy_project(root: Path, dst: Path) -> Path:
     """Git copy of the project's source files (no pipeline outputs) at ``dst``, committed."""
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=root,
@@ -139,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparse VAE G={g_dim}: {1e3 * row['sparse_vae_s']:.1f} ms/step, {row['ratio']:.1f}x the VAE step")
     mem = result["sparse_vae"]["memory"]
     print(f"sparse VAE G=1000: peak RSS {mem['peak_rss_mib']:.0f} MiB (trunk activations {mem['trunk_activation_mib']:.0f} MiB)")
+    result["gpu"] = gpu_section()
     if not args.no_pipeline:
         result["tiny_pipeline"] = time_tiny_pipeline(Path.cwd())
         tp = result["tiny_pipeline"]

@@ -1,0 +1,634 @@
+"""The GPU benchmark of issue 15: priorlab's training step against a plain PyTorch loop, the
+prior_init / evaluate work on the GPU and on the CPU, the CUDA exact-resume check, and the GPU-hours
+of the paper profile.
+
+Run as ``python scripts/gpu_bench.py --out DIR`` (no install, no dvc or dvclive needed); ``--tiny``
+shrinks nets, data and step counts for a dry run on a CPU.  Sections, each written to
+``DIR/gpu_bench.json`` as soon as it is measured:
+
+(a) ``step``: ms per training step through priorlab's trainer — :func:`priorlab.train.fit` itself,
+    with the data on the device, ``live_dir=None``, the paper's ``log_every`` — for the paper
+    profile's nets (VAE on Smiley's MLP 3000 and on dSprites' conv net at 64 px, β-TCVAE, VSC with
+    20 pseudo-inputs, the factorial mixture VAE at I = 2 with and without its semi-supervised
+    factor), next to a minimal PyTorch loop in the same process with the *same* encoder and decoder
+    modules (copies), batch 64, Gaussian reparameterisation, Bernoulli likelihood, analytic KL, Adam.
+    The trainer's time per step is the difference of two ``fit`` calls of different lengths divided
+    by the difference in steps (set-up costs cancel); both sides are timed between
+    ``torch.cuda.synchronize()`` calls after a warm-up, interleaved over rounds (median).
+(b) ``stage_work``: the prior_init work (:func:`priorlab.train.fit_prior`, what the stage runs) and
+    :func:`priorlab.evaluation.evaluate_model` for the dSprites factorial mixture VAE on dSprites
+    generated in-process, on the GPU and on the CPU, with reduced sizes (in the record).
+(c) ``cuda_resume``: a run killed (SIGKILL) after step 25 of 40 and resumed from its step-20
+    checkpoint ends with the same weights as an uninterrupted one, on the device (three processes).
+(d) the JSON, rewritten after every measurement, and a table on stdout.
+(e) ``gpu_hours``: the paper profile's cost from ``profiles/paper.yaml``: for every distinct
+    (nets, model structure) of its runs and pretrainings, ms/step measured as in (a); training
+    = Σ runs × steps × ms/step, pretraining likewise per setup; the prior_init iterations at the rate
+    of (b); the importance-weighted bound at the paper's ``n_eval`` × ``iw_samples`` at the rate
+    measured per (nets, model).  The metric algorithms (CPU, numpy) and the in-process studies are
+    not included.
+
+:func:`step_table` and :func:`paper_gpu_hours` are the GPU section of ``make bench``
+(:mod:`priorlab.bench`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from priorlab.config import EvaluateParams, ModelParams, OptimParams, Params, SetupParams
+from priorlab.data.store import Dataset
+from priorlab.models import build_model
+from priorlab.train import fit, fit_prior
+
+ROOT = Path(__file__).resolve().parents[2]
+PAPER_PROFILE = ROOT / "profiles" / "paper.yaml"
+
+STEP_CASES = {  # (a): name -> (setup, model) of the paper profile
+    "vae_mlp3000_smiley": ("smiley", "vae"),
+    "vae_conv_dsprites64": ("dsprites", "vae"),
+    "beta_tcvae_mlp3000_smiley": ("smiley18", "beta_tcvae"),
+    "vsc_mlp3000_smiley_u20": ("smiley18_vsc", "vsc_smiley"),
+    "fmvae_conv_dsprites64_i2": ("dsprites", "fmvae_i2"),
+    "fmvae_ss_conv_dsprites64_i2": ("dsprites", "fmvae_ss"),
+}
+ISSUE_H200_MS = {  # issue 15's measurements before this work (H200, paper nets, batch 64), for reference
+    "vae_mlp3000_smiley": "3.4", "vae_conv_dsprites64": "5.9-6.4", "beta_tcvae_mlp3000_smiley": "5.7",
+    "vsc_mlp3000_smiley_u20": "6.0-8.5", "fmvae_ss_conv_dsprites64_i2": "17-27",
+}
+OBS_SHAPES = {"smiley": (1, 32, 32), "mnist": (1, 28, 28), "fashion_mnist": (1, 28, 28)}
+
+
+# --------------------------------------------------------------------------- results
+
+
+class Results:
+    """The benchmark's record: a dict rewritten to ``path`` (atomically) after every change."""
+
+    def __init__(self, path: Path, head: dict):
+        self.path, self.data = Path(path), dict(head)
+        self.save()
+
+    def set(self, *keys_and_value) -> None:
+        *keys, value = keys_and_value
+        node = self.data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+        self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=2, sort_keys=False, default=str) + "\n")
+        tmp.replace(self.path)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# --------------------------------------------------------------------------- profile, nets, data
+
+
+def load_profile(path: Path = PAPER_PROFILE) -> Params:
+    from priorlab.config import load_params
+
+    return load_params(path)
+
+
+def shrink_setup(setup: SetupParams) -> SetupParams:
+    """``--tiny``: the same kind of nets, a few units wide."""
+    return replace(setup, hidden=[min(h, 32) for h in setup.hidden], channels=[8] * len(setup.channels))
+
+
+def obs_shape_of(params: Params, setup: str) -> tuple[int, ...]:
+    ds = params.datasets[params.setup(setup).dataset]
+    if ds.kind == "dsprites":
+        return (1, ds.resolution, ds.resolution)
+    if ds.kind in OBS_SHAPES:
+        return OBS_SHAPES[ds.kind]
+    from priorlab.data.store import build_arrays
+
+    return tuple(build_arrays(replace(ds, n_train=2, n_test=1))["x_train"].shape[1:])
+
+
+def synthetic_dataset(obs_shape: tuple[int, ...], n: int, seed: int = 0) -> Dataset:
+    """Binary images of ``obs_shape`` (rows: ``n`` train, ``n // 4`` test) with a 3-valued factor
+    ``shape`` and 10 class labels, so that every model of the profile binds to it (step timing only:
+    the cost of a step does not depend on the pixels)."""
+    g = np.random.RandomState(seed)
+    n_test = max(1, n // 4)
+    arrays = {}
+    for split, rows in (("train", n), ("test", n_test)):
+        arrays[f"x_{split}"] = (g.rand(rows, *obs_shape) > 0.7).astype(np.uint8)
+        arrays[f"factors_{split}"] = g.randint(0, 3, size=(rows, 1)).astype(np.int64)
+        arrays[f"labels_{split}"] = g.randint(0, 10, size=rows).astype(np.int64)
+    return Dataset(name="bench", arrays=arrays, manifest={"factor_names": ["shape"], "factor_sizes": [3],
+                                                          "num_classes": 10, "pixel_max": 1})
+
+
+def build_bound(setup: SetupParams, spec: ModelParams, data: Dataset, phase: str, seed: int = 0):
+    torch.manual_seed(seed)
+    model = build_model(setup, spec, data.obs_shape)
+    model.bind_data(data)
+    model.set_phase(phase)
+    return model
+
+
+# --------------------------------------------------------------------------- (a) step timing
+
+
+def fit_seconds(model, data: Dataset, steps: int, device: torch.device, workdir: Path, batch: int = 64,
+                log_every: int = 500) -> float:
+    """Wall seconds of one ``fit`` call of ``steps`` steps (no checkpoint written, no curves)."""
+    opt = OptimParams(steps=steps, batch_size=batch, lr=1e-4, checkpoint_every=10**9, log_every=log_every, seed=0)
+    sync(device)
+    t0 = time.perf_counter()
+    fit(model, model.training_set(data), opt, checkpoint=workdir / "bench_ck.pt", live_dir=None,
+        fingerprint="gpu-bench", device=device, desc="bench")
+    sync(device)
+    return time.perf_counter() - t0
+
+
+class PlainLoop:
+    """The minimal PyTorch VAE loop on copies of a model's encoder and decoder: a batch of 64 drawn on
+    the device, q = N(μ, σ²) from the first 2J encoder outputs, one reparameterised draw, Bernoulli
+    log-likelihood with logits, analytic KL to N(0, I), Adam.  No logging, no checks."""
+
+    def __init__(self, model, data: Dataset, device: torch.device, batch: int = 64):
+        self.encoder = copy.deepcopy(model.encoder).to(device).train()
+        self.decoder = copy.deepcopy(model.decoder).to(device).train()
+        self.latent = model.posterior_head.latent_dim
+        self.x = data.x("train").to(device)
+        self.batch, self.device = batch, device
+        self.opt = torch.optim.Adam([*self.encoder.parameters(), *self.decoder.parameters()], lr=1e-4)
+
+    def step(self) -> None:
+        j = self.latent
+        idx = torch.randint(self.x.shape[0], (self.batch,), device=self.device)
+        x = self.x[idx].float()
+        h = self.encoder(x)
+        mu, logvar = h[:, :j], h[:, j : 2 * j].clamp(-12.0, 8.0)
+        z = mu + torch.exp(0.5 * logvar) * torch.randn_like(mu)
+        logits = self.decoder(z)
+        rec = torch.nn.functional.binary_cross_entropy_with_logits(logits, x, reduction="none").flatten(1).sum(1)
+        kl = 0.5 * (mu * mu + logvar.exp() - 1.0 - logvar).sum(1)
+        loss = (rec + kl).mean()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+
+    def seconds(self, steps: int) -> float:
+        sync(self.device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            self.step()
+        sync(self.device)
+        return time.perf_counter() - t0
+
+
+def trainer_vs_plain(model, data: Dataset, device: torch.device, workdir: Path, short: int, long: int,
+                     rounds: int, warmup: int) -> dict:
+    """ms/step of ``fit`` (difference of a ``long`` and a ``short`` run) and of :class:`PlainLoop`
+    (``long - short`` steps), ``rounds`` interleaved rounds after ``warmup`` steps of each."""
+    plain = PlainLoop(model, data, device)
+    fit_seconds(model, data, warmup, device, workdir)
+    plain.seconds(warmup)
+    ours, base = [], []
+    n = long - short
+    for _ in range(rounds):
+        ours.append(1e3 * (fit_seconds(model, data, long, device, workdir) -
+                           fit_seconds(model, data, short, device, workdir)) / n)
+        base.append(1e3 * plain.seconds(n) / n)
+    t, p = float(np.median(ours)), float(np.median(base))
+    return {"trainer_ms": t, "plain_ms": p, "ratio": t / p, "trainer_rounds_ms": ours, "plain_rounds_ms": base}
+
+
+def step_table(device: torch.device, params: Params | None = None, tiny: bool = False, rounds: int = 3,
+               cases: dict | None = None, workdir: Path | None = None, on_result=None) -> dict[str, dict]:
+    """(a): ``{case: {trainer_ms, plain_ms, ratio, ...}}`` for :data:`STEP_CASES` (or ``cases``).
+    ``on_result(case, row)`` is called after each case (the benchmark saves its record there)."""
+    params = params or load_profile()
+    short, long, warmup = (3, 8, 3) if tiny else (20, 170, 30)
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(workdir or tmp)
+        for case, (setup_name, model_name) in (cases or STEP_CASES).items():
+            setup = params.setup(setup_name)
+            setup = shrink_setup(setup) if tiny else setup
+            data = synthetic_dataset(obs_shape_of(params, setup_name), 256 if tiny else 8192)
+            spec = params.model(model_name)
+            model = build_bound(setup, spec, data, "train")
+            row = trainer_vs_plain(model, data, device, workdir, short, long, rounds, warmup)
+            row.update(setup=setup_name, model=model_name, kind=spec.kind, encoder=setup.encoder,
+                       hidden=setup.hidden, latent_dim=setup.latent_dim, batch_size=64,
+                       obs_shape=list(data.obs_shape), issue_h200_ms=ISSUE_H200_MS.get(case))
+            rows[case] = row
+            if on_result is not None:
+                on_result(case, row)
+            del model
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    return rows
+
+
+# --------------------------------------------------------------------------- (b) prior_init / evaluate
+
+
+def dsprites_dataset(workdir: Path, resolution: int, n_train: int, n_test: int):
+    """dSprites generated here (priorlab.data), written and loaded as the data stage would."""
+    from priorlab.config import DSpritesParams
+    from priorlab.data.store import build_arrays, ground_truth, load_dataset, write_dataset
+
+    p = DSpritesParams(kind="dsprites", n_train=n_train, n_test=n_test, resolution=resolution, seed=0)
+    out = workdir / f"dsprites{resolution}"
+    write_dataset(out, p, build_arrays(p))
+    return load_dataset(out), ground_truth(p)
+
+
+def stage_work(device: torch.device, params: Params | None = None, tiny: bool = False, case=("dsprites", "fmvae_i2"),
+               on_result=None) -> dict:
+    """(b): seconds of the prior_init work and of ``evaluate_model`` for one model, on ``device`` and
+    on the CPU (same seeds, same sizes), and the prior_init iteration rate on ``device``."""
+    from priorlab.evaluation import evaluate_model
+    from priorlab.models.estimates import encode_means, evaluate_elbo
+
+    params = params or load_profile()
+    setup_name, model_name = case
+    setup = params.setup(setup_name)
+    setup = shrink_setup(setup) if tiny else setup
+    res = params.datasets[setup.dataset].resolution if params.datasets[setup.dataset].kind == "dsprites" else 64
+    sizes = dict(n_train=600, n_test=200, prior_init_steps=20, n_eval=50, iw_samples=4, metric_num_train=100,
+                 metric_num_test=50) if tiny else \
+        dict(n_train=5000, n_test=1000, prior_init_steps=500, n_eval=300, iw_samples=50, metric_num_train=500,
+             metric_num_test=250)
+    spec = replace(params.model(model_name), prior_init_steps=sizes["prior_init_steps"])
+    ev = EvaluateParams(n_eval=sizes["n_eval"], iw_samples=sizes["iw_samples"], batch_size=100,
+                        metric_num_train=sizes["metric_num_train"], metric_num_test=sizes["metric_num_test"],
+                        metric_batch_size=64, metrics=["mig", "sap"], seed=0)
+    out = {"setup": setup_name, "model": model_name, "sizes": sizes, "metrics": ev.metrics,
+           "cpu_threads": torch.get_num_threads(), "device": {}, "cpu": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        data, truth = dsprites_dataset(Path(tmp), res, sizes["n_train"], sizes["n_test"])
+        # one-time costs (imports of the metric libraries, first calls) outside the timed runs
+        warm = build_bound(setup, replace(spec, prior_init_steps=2), data, "train").eval()
+        evaluate_model(warm, data, truth, replace(ev, n_eval=20, iw_samples=2, metric_num_train=20, metric_num_test=10),
+                       profile="gpu-bench")
+        del warm
+        devices = [("device", device), ("cpu", torch.device("cpu"))]
+        for label, dev in devices:
+            model = build_bound(setup, spec, data, "prior_init")
+            for p in model.parameters():
+                p.requires_grad_(False)
+            sync(dev)
+            t0 = time.perf_counter()
+            logs = fit_prior(model, model.training_set(data), device=dev, seed=0)
+            sync(dev)
+            out[label]["prior_init_s"] = time.perf_counter() - t0
+            out[label]["prior_init_kl_z"] = logs.get("kl_z")
+            if label == "device":  # the iteration rate: the same init with no SVI iterations
+                zero = build_bound(setup, replace(spec, prior_init_steps=0), data, "prior_init")
+                for p in zero.parameters():
+                    p.requires_grad_(False)
+                sync(dev)
+                t0 = time.perf_counter()
+                fit_prior(zero, zero.training_set(data), device=dev, seed=0)
+                sync(dev)
+                base = time.perf_counter() - t0
+                out[label]["prior_init_ms_per_iteration"] = \
+                    1e3 * max(out[label]["prior_init_s"] - base, 0.0) / max(1, sizes["prior_init_steps"])
+                del zero
+            for p in model.parameters():
+                p.requires_grad_(True)
+            model.set_phase("train")
+            model.to(dev).eval()
+            x = data.prepare(data.x("test")[: sizes["n_eval"]])
+            torch.manual_seed(0)
+            sync(dev)
+            t0 = time.perf_counter()
+            evaluate_elbo(model, x, sizes["iw_samples"], 100)
+            sync(dev)
+            out[label]["iw_bound_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            encode_means(model, data.prepare(data.x("train")), 500)
+            out[label]["encode_train_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            result = evaluate_model(model, data, truth, ev, profile="gpu-bench", device=dev)
+            sync(dev)
+            out[label]["evaluate_model_s"] = time.perf_counter() - t0
+            out[label]["elbo"] = result["test"]["elbo"]
+            if on_result is not None:
+                on_result(out)
+            del model
+    for key in ("prior_init_s", "iw_bound_s", "encode_train_s", "evaluate_model_s"):
+        out[f"speedup_{key}"] = out["cpu"][key] / out["device"][key] if out["device"][key] > 0 else None
+    return out
+
+
+# --------------------------------------------------------------------------- (c) exact resume
+
+RESUME_SCRIPT = """
+import sys, torch
+sys.path.insert(0, {src!r})
+from priorlab.minimal_deps import install
+install()
+from priorlab.config import OptimParams, SetupParams, VSCParams
+from priorlab.models import build_model
+from priorlab.models.protocol import TrainingSet
+from priorlab.train import fit
+torch.manual_seed(0)
+model = build_model(SetupParams(dataset="x", latent_dim=8, hidden=[64]), VSCParams(kind="vsc", n_pseudo_inputs=4,
+                    warmup_ramp_steps=30), (1, 16, 16))
+model.set_phase("train")
+g = torch.Generator().manual_seed(1)
+x = (torch.rand(400, 1, 16, 16, generator=g) > 0.7).float()
+opt = OptimParams(steps=40, batch_size=32, lr=1e-3, checkpoint_every=10, log_every=5, seed=3)
+fit(model, TrainingSet(x, lambda b: b), opt, checkpoint={ckpt!r}, live_dir=None, fingerprint="fp", device={device!r})
+torch.save(model.state_dict(), {out!r})
+"""
+
+
+def resume_check(device: torch.device, workdir: Path) -> dict:
+    """(c): VSC (both of its random draws per step come from the device's generator) trained 40 steps in
+    one process, and killed after step 25 then resumed in two more: final weights equal?"""
+    from priorlab.train.trainer import KILL_ENV
+
+    src = str(ROOT / "src")
+    env = {k: v for k, v in os.environ.items() if k != KILL_ENV}
+
+    def run(name: str, kill_at: int | None = None):
+        ckpt, out = workdir / f"{name}.ckpt", workdir / f"{name}.pt"
+        script = RESUME_SCRIPT.format(src=src, ckpt=str(ckpt), out=str(out), device=str(device))
+        run_env = {**env, KILL_ENV: str(kill_at)} if kill_at else env
+        proc = subprocess.run([sys.executable, "-c", script], env=run_env, capture_output=True, text=True)
+        return proc, ckpt, out
+
+    t0 = time.perf_counter()
+    ref, _, ref_out = run("reference")
+    killed, ckpt, _ = run("killed", kill_at=25)
+    row = {"device": str(device), "reference_rc": ref.returncode, "killed_rc": killed.returncode}
+    if ref.returncode != 0:
+        row.update(ok=False, error=ref.stderr[-1500:])
+        return row
+    state = torch.load(ckpt, weights_only=False) if ckpt.exists() else {}
+    row.update(checkpoint_step=state.get("step"), checkpoint_has_cuda_rng=state.get("cuda_rng") is not None)
+    resumed, _, out = run("killed")
+    row["resumed_rc"] = resumed.returncode
+    if resumed.returncode != 0:
+        row.update(ok=False, error=resumed.stderr[-1500:])
+        return row
+    a, b = torch.load(ref_out), torch.load(out)
+    row["tensors_equal"] = sum(torch.equal(a[k], b[k]) for k in a)
+    row["tensors"] = len(a)
+    row["ok"] = (killed.returncode == -9 and row["checkpoint_step"] == 20 and row["tensors_equal"] == len(a)
+                 and (device.type != "cuda" or row["checkpoint_has_cuda_rng"]))
+    row["seconds"] = time.perf_counter() - t0
+    return row
+
+
+# --------------------------------------------------------------------------- (e) GPU-hours
+
+
+def cost_key(params: Params, setup_name: str, spec: ModelParams, phase: str) -> str:
+    """What the cost of a step depends on: the nets and observation shape, the model kind and the
+    structural settings of the kind (components, factors, a supervised factor, pseudo-inputs, the
+    spike pre-training phase); not β, α or schedules."""
+    s = params.setup(setup_name)
+    net = [s.encoder, s.decoder, list(s.hidden), list(s.channels), s.latent_dim, s.likelihood,
+           list(obs_shape_of(params, setup_name))]
+    kind = spec.kind
+    if kind == "fmvae":
+        extra = [list(spec.components()), spec.num_factors,
+                 bool(spec.supervised_factor) and spec.labelled_fraction > 0 and spec.delta > 0]
+    elif kind == "vsc":
+        extra = [spec.n_pseudo_inputs, phase == "pretrain"]
+    elif kind == "beta_tcvae":
+        extra = [spec.estimator]
+    elif kind == "vae":
+        extra = [getattr(getattr(spec, "prior", None), "kind", "standard_normal")]
+    else:
+        extra = [json.dumps(spec.record() if hasattr(spec, "record") else str(spec), sort_keys=True, default=str)]
+    return json.dumps([kind, net, extra])
+
+
+def paper_work(params: Params) -> dict[str, dict]:
+    """Every distinct cost key of the profile's runs and pretrainings, with one (setup, model, phase)
+    to measure it on and the steps (``pretrain_steps`` of them pretraining), runs, IW evaluations and
+    prior_init iterations that use it."""
+    work: dict[str, dict] = {}
+
+    def add(setup: str, model: str, phase: str, steps: int, runs: int, evals: int, prior_init_steps: int):
+        spec = params.model(model)
+        key = cost_key(params, setup, spec, phase)
+        w = work.setdefault(key, {"setup": setup, "model": model, "phase": phase, "kind": spec.kind, "steps": 0,
+                                  "pretrain_steps": 0, "runs": 0, "evaluations": 0, "prior_init_steps": 0})
+        w["steps"] += steps
+        w["pretrain_steps"] += steps if phase == "pretrain" else 0
+        w["runs"] += runs
+        w["evaluations"] += evals
+        w["prior_init_steps"] += prior_init_steps
+
+    used = []
+    for name, run in params.runs.items():
+        spec = params.model(run.model)
+        steps = getattr(spec, "train_steps", 0) or params.train.steps
+        add(run.setup, run.model, "train", steps, 1, 1, getattr(spec, "prior_init_steps", 0) or 0)
+        if run.setup not in used:
+            used.append(run.setup)
+    for setup in used:
+        s = params.setup(setup)
+        if not s.pretraining:
+            continue
+        spec = params.model(s.pretrain_model)
+        add(setup, s.pretrain_model, "pretrain", getattr(spec, "pretrain_steps", 0) or params.pretrain.steps, 0, 0, 0)
+    return work
+
+
+def iw_rate(model, data: Dataset, device: torch.device, rows: int, k: int) -> float:
+    """Importance samples per second of the IW bound (:func:`evaluate_elbo`, batch 100, chunks of 50)."""
+    from priorlab.models.estimates import evaluate_elbo
+
+    model.to(device).eval()
+    x = data.prepare(data.x("test")[:rows])
+    evaluate_elbo(model, x[: min(rows, 10)], min(k, 10), 100)  # warm-up
+    sync(device)
+    t0 = time.perf_counter()
+    evaluate_elbo(model, x, k, 100)
+    sync(device)
+    return rows * k / (time.perf_counter() - t0)
+
+
+def paper_gpu_hours(device: torch.device, params: Params | None = None, tiny: bool = False, measured=None,
+                    prior_init_ms: float | None = None, deadline: float | None = None, on_result=None) -> dict:
+    """(e): the paper profile's GPU-hours from measured ms/step per cost key (``measured``: rows of
+    :func:`step_table` to reuse, keyed by case).  Keys left unmeasured at ``deadline`` take the ms/step
+    of a measured key of the same kind and nets (else of the kind), flagged in the record."""
+    params = params or load_profile()
+    work = paper_work(params)
+    reuse = {}
+    for case, row in (measured or {}).items():
+        setup, model = STEP_CASES.get(case, (row.get("setup"), row.get("model")))
+        reuse[cost_key(params, setup, params.model(model), "train")] = row["trainer_ms"]
+    short, long = (2, 5) if tiny else (10, 70)
+    rows_iw, k_iw = (10, 4) if tiny else (100, 100)
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, w in work.items():
+            if key in reuse:
+                w["ms_per_step"], w["how"] = reuse[key], "step table (a)"
+            elif deadline is not None and time.perf_counter() > deadline:
+                continue
+            else:
+                setup = params.setup(w["setup"])
+                setup = shrink_setup(setup) if tiny else setup
+                data = synthetic_dataset(obs_shape_of(params, w["setup"]), 256 if tiny else 4096)
+                model = build_bound(setup, params.model(w["model"]), data, w["phase"])
+                fit_seconds(model, data, short, device, Path(tmp))  # warm-up
+                dt = fit_seconds(model, data, long, device, Path(tmp)) - fit_seconds(model, data, short, device, Path(tmp))
+                w["ms_per_step"], w["how"] = 1e3 * dt / (long - short), "measured"
+                if w["evaluations"] and (deadline is None or time.perf_counter() < deadline):
+                    w["iw_samples_per_s"] = iw_rate(model, data, device, rows_iw, k_iw)
+                del model
+            if on_result is not None:
+                on_result(work)
+    measured_keys = [k for k, w in work.items() if "ms_per_step" in w]
+    for key, w in work.items():  # the unmeasured (deadline): borrow from the most similar measured key
+        if "ms_per_step" in w:
+            continue
+        kind, net, _ = json.loads(key)
+        same = [k for k in measured_keys if json.loads(k)[:2] == [kind, net]] or \
+            [k for k in measured_keys if json.loads(k)[0] == kind] or measured_keys
+        if same:
+            w["ms_per_step"], w["how"] = max(work[k]["ms_per_step"] for k in same), "borrowed (time budget)"
+    ev = params.evaluate
+    train_h = pre_h = eval_h = 0.0
+    rates = [w["iw_samples_per_s"] for w in work.values() if w.get("iw_samples_per_s")]
+    for w in work.values():
+        ms = w.get("ms_per_step")
+        if ms is None:
+            continue
+        w["gpu_hours"] = w["steps"] * ms / 3.6e6
+        pre_h += w["pretrain_steps"] * ms / 3.6e6
+        train_h += (w["steps"] - w["pretrain_steps"]) * ms / 3.6e6
+        if w["evaluations"]:
+            rate = w.get("iw_samples_per_s") or (min(rates) if rates else None)
+            if rate:
+                w["iw_gpu_hours"] = w["evaluations"] * ev.n_eval * ev.iw_samples / rate / 3600
+                eval_h += w["iw_gpu_hours"]
+    prior_iters = sum(w["prior_init_steps"] for w in work.values())
+    prior_h = prior_iters * prior_init_ms / 3.6e6 if prior_init_ms is not None else None
+    total = train_h + pre_h + eval_h + (prior_h or 0.0)
+    return {"runs": len(params.runs), "cost_keys": len(work), "train_gpu_hours": train_h,
+            "pretrain_gpu_hours": pre_h, "iw_bound_gpu_hours": eval_h, "prior_init_gpu_hours": prior_h,
+            "prior_init_iterations": prior_iters, "total_gpu_hours": total,
+            "n_eval": ev.n_eval, "iw_samples": ev.iw_samples,
+            "not_included": "metric algorithms (CPU), data/figures/report stages, the in-process studies "
+                            "(isa_study, sparse_vae_study, supervised_ceiling, mssc_study), prior_init encodings",
+            "work": list(work.values())}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def environment(device: torch.device) -> dict:
+    """Versions and settings the timings depend on."""
+    env = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+           "cpu_threads": torch.get_num_threads(), "device": str(device),
+           "cudnn_benchmark": torch.backends.cudnn.benchmark,
+           "matmul_tf32": torch.backends.cuda.matmul.allow_tf32}
+    if device.type == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(device)
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+def print_step_table(rows: dict) -> None:
+    print(f"\n(a) ms per training step, batch 64: priorlab's fit vs a plain PyTorch loop (same nets)")
+    print(f"{'case':32s} {'trainer':>9s} {'plain':>9s} {'ratio':>7s} {'issue (H200)':>13s}")
+    for case, r in rows.items():
+        print(f"{case:32s} {r['trainer_ms']:9.2f} {r['plain_ms']:9.2f} {r['ratio']:7.2f} {r.get('issue_h200_ms') or '-':>13s}")
+
+
+def print_gpu_hours(hours: dict, device_name: str) -> None:
+    """The table of :func:`paper_gpu_hours`: one row per distinct nets/model, then the totals."""
+    print(f"\n(e) paper profile ({hours['runs']} runs, {hours['cost_keys']} distinct nets/models) on {device_name}:")
+    print(f"{'setup':18s} {'model':20s} {'kind':10s} {'runs':>4s} {'ms/step':>8s} {'steps':>9s} {'GPU-h':>7s} how")
+    for w in hours["work"]:
+        ms = w.get("ms_per_step")
+        print(f"{w['setup']:18s} {w['model']:20s} {w['kind']:10s} {w['runs']:4d} "
+              f"{(f'{ms:.2f}' if ms is not None else '-'):>8s} {w['steps']:9d} {w.get('gpu_hours', 0):7.2f} {w.get('how', '-')}")
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    print(f"training {fmt(hours['train_gpu_hours'])} h + pretraining {fmt(hours['pretrain_gpu_hours'])} h + "
+          f"prior_init {fmt(hours['prior_init_gpu_hours'])} h + IW bound ({hours['n_eval']} x {hours['iw_samples']}) "
+          f"{fmt(hours['iw_bound_gpu_hours'])} h = {fmt(hours['total_gpu_hours'])} GPU-hours")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for gpu_bench.json")
+    ap.add_argument("--tiny", action="store_true", help="small nets, data and steps: a dry run (any device)")
+    ap.add_argument("--device", default="auto", help="cuda, cpu or auto (default: cuda when available)")
+    ap.add_argument("--budget-s", type=float, default=215.0,
+                    help="wall budget: (e) borrows ms/step for what is left unmeasured past it")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    start = time.perf_counter()
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
+    if device.type != "cuda" and not args.tiny:
+        print("no CUDA device: run with --tiny for a dry run on the CPU (the paper nets take hours there)",
+              file=sys.stderr)
+        return 2
+    params = load_profile()
+    out = Results(Path(args.out) / "gpu_bench.json",
+                  {"profile": str(PAPER_PROFILE.relative_to(ROOT)), "tiny": args.tiny,
+                   "environment": environment(device)})
+    print(f"gpu_bench: {out.data['environment']}")
+
+    rows = step_table(device, params, args.tiny, args.rounds,
+                      on_result=lambda case, row: (out.set("step", case, row),
+                                                   print(f"  {case}: {row['trainer_ms']:.2f} ms vs "
+                                                         f"{row['plain_ms']:.2f} ms plain ({row['ratio']:.2f}x)",
+                                                         flush=True)))
+    print_step_table(rows)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        resume = resume_check(device, Path(tmp))
+    out.set("cuda_resume", resume)
+    print(f"\n(c) exact resume on {resume['device']}: {'OK' if resume.get('ok') else 'FAILED'} "
+          f"({resume.get('tensors_equal')}/{resume.get('tensors')} tensors equal, checkpoint at step "
+          f"{resume.get('checkpoint_step')}, CUDA RNG in checkpoint: {resume.get('checkpoint_has_cuda_rng')})", flush=True)
+    if not resume.get("ok") and resume.get("error"):
+        print(resume["error"], file=sys.stderr)
+
+    work = stage_work(device, params, args.tiny, on_result=lambda o: out.set("stage_work", o))
+    out.set("stage_work", work)
+    print(f"\n(b) {work['setup']}/{work['model']} {work['sizes']}")
+    print(f"{'work':22s} {str(device):>10s} {'cpu':>10s} {'speed-up':>9s}")
+    for key in ("prior_init_s", "iw_bound_s", "encode_train_s", "evaluate_model_s"):
+        s = work.get(f"speedup_{key}")
+        print(f"{key:22s} {work['device'][key]:10.2f} {work['cpu'][key]:10.2f} {s if s is None else round(s, 1)!s:>9s}")
+
+    deadline = start + args.budget_s
+    hours = paper_gpu_hours(device, params, args.tiny, measured=rows,
+                            prior_init_ms=work["device"].get("prior_init_ms_per_iteration"), deadline=deadline,
+                            on_result=lambda w: out.set("gpu_hours_progress", len([v for v in w.values()
+                                                                                    if "ms_per_step" in v])))
+    out.set("gpu_hours", hours)
+    print_gpu_hours(hours, out.data["environment"].get("gpu", str(device)))
+    out.set("wall_s", time.perf_counter() - start)
+    print(f"\nwrote {out.path} ({out.data['wall_s']:.0f} s)")
+    return 0

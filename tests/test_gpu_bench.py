@@ -1,0 +1,59 @@
+"""The GPU benchmark (priorlab.gpu_bench, scripts/gpu_bench.py): what the GPU-hours estimate counts,
+and a --tiny dry run on the CPU in a process where dvc, dvclive, PyYAML and tqdm cannot be imported
+(as on the GPU machine), writing every section."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from priorlab import gpu_bench
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_paper_work_counts_every_run_and_pretraining_once():
+    params = gpu_bench.load_profile()
+    work = gpu_bench.paper_work(params)
+    assert sum(w["runs"] for w in work.values()) == len(params.runs) == sum(w["evaluations"] for w in work.values())
+    steps = sum((params.model(r.model).train_steps or params.train.steps) for r in params.runs.values())
+    used = {r.setup for r in params.runs.values() if params.setup(r.setup).pretraining}
+    pre = sum(params.model(params.setup(s).pretrain_model).pretrain_steps or params.pretrain.steps for s in used)
+    assert sum(w["steps"] for w in work.values()) == steps + pre == steps + sum(w["pretrain_steps"] for w in work.values())
+    # beta does not change a step's cost: the beta-VAE runs of one setup share a key with its VAE
+    key = gpu_bench.cost_key
+    assert key(params, "smiley18", params.model("beta_vae_b4"), "train") == \
+        key(params, "smiley18", params.model("beta_vae_b50"), "train")
+    assert key(params, "mnist", params.model("fmvae_k4"), "train") != key(params, "mnist", params.model("fmvae_k8"), "train")
+    assert key(params, "smiley18_vsc", params.model("vsc_smiley"), "train") != \
+        key(params, "smiley18_vsc", params.model("vsc_pretrain_smiley"), "pretrain")
+
+
+@pytest.mark.slow
+def test_tiny_dry_run_without_dvc_yaml_or_tqdm(tmp_path):
+    code = ("import importlib.abc, importlib.machinery, runpy, sys\n"
+            "class Missing(importlib.abc.Loader):  # as if not installed: importing raises\n"
+            "    def create_module(self, spec):\n"
+            "        raise ModuleNotFoundError(f'No module named {spec.name!r}', name=spec.name)\n"
+            "    def exec_module(self, module):\n"
+            "        pass\n"
+            "class Block(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('yaml', 'tqdm', 'dvc', 'dvclive'):\n"
+            "            return importlib.machinery.ModuleSpec(name, Missing())\n"
+            "sys.meta_path.insert(0, Block())\n"
+            f"sys.argv = ['gpu_bench.py', '--out', {str(tmp_path)!r}, '--tiny', '--device', 'cpu']\n"
+            "runpy.run_path('scripts/gpu_bench.py', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "stand-ins for the missing yaml, tqdm" in proc.stdout
+    out = json.loads((tmp_path / "gpu_bench.json").read_text())
+    assert set(out["step"]) == set(gpu_bench.STEP_CASES)
+    assert all(r["trainer_ms"] > 0 and r["plain_ms"] > 0 for r in out["step"].values())
+    assert out["cuda_resume"]["ok"] is True
+    assert out["stage_work"]["cpu"]["evaluate_model_s"] > 0 and out["stage_work"]["device"]["prior_init_s"] > 0
+    hours = out["gpu_hours"]
+    assert hours["runs"] == 109 and hours["total_gpu_hours"] > 0
+    assert all("ms_per_step" in w for w in hours["work"])
