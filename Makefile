@@ -6,7 +6,7 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv datasets repro test test-fast profile bench bench-pipeline clean-checkpoints browser plots
+.PHONY: venv datasets repro test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
 REV ?= HEAD
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -41,6 +41,11 @@ bench: venv            ## training-step time ratios and the tiny pipeline's wall
 
 bench-pipeline: venv datasets  ## a full `make repro` of PROFILE (default cpu) in a clean copy: wall by stage kind, fixed cost, peak RSS, no-op -> reports/bench.json
 	$(BIN)/python -m priorlab.bench_pipeline --profile $(PROFILE) --jobs $(JOBS)
+
+gpu-deps:              ## .gpu_deps/: PyYAML and tqdm wheels unpacked, for scripts/gpu_bench.py on a machine with torch only
+	rm -rf .gpu_deps && mkdir -p .gpu_deps/wheels
+	$(BIN)/python -m pip download --quiet --no-deps pyyaml==6.0.3 tqdm==4.67.1 -d .gpu_deps/wheels
+	for w in .gpu_deps/wheels/*.whl; do $(BIN)/python -m zipfile -e $$w .gpu_deps; done
 
 browser:               ## headless Chromium for the offline-plots test (Debian `chromium`), installed only if absent
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \

@@ -345,8 +345,6 @@ def stage_work(device: torch.device, params: Params | None = None, tiny: bool = 
 RESUME_SCRIPT = """
 import sys, torch
 sys.path.insert(0, {src!r})
-from priorlab.minimal_deps import install
-install()
 from priorlab.config import OptimParams, SetupParams, VSCParams
 from priorlab.models import build_model
 from priorlab.models.protocol import TrainingSet
