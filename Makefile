@@ -6,7 +6,7 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv datasets repro test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
+.PHONY: venv datasets repro shard collect test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
 REV ?= HEAD
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -26,6 +26,15 @@ GPUS ?=
 repro: venv datasets   ## the whole DVC pipeline on the profile in params.yaml (default: cpu), JOBS stages side by side [GPUS=0,1,..: one per worker]
 	$(BIN)/python -m priorlab.config check
 	$(BIN)/python -m priorlab.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
+
+SHARD ?=
+shard: venv datasets   ## make shard SHARD=i/n [JOBS=..] [GPUS=..]: this machine's share of the runs, pushed to the default DVC remote
+	$(BIN)/python -m priorlab.config check
+	$(BIN)/python -m priorlab.shard run --shard "$(SHARD)" --push -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
+
+collect: venv datasets ## after the shards: restore every pushed run from the remote, run what is left and the report
+	$(BIN)/python -m priorlab.config check
+	$(BIN)/python -m priorlab.shard collect -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
 
 test: venv datasets browser  ## the whole test suite, slow checks included
 	$(BIN)/python -m pytest -q

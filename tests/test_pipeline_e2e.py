@@ -93,7 +93,8 @@ def test_em_model_on_vector_data_skips_pretraining_and_resumes_after_kill(projec
     before = {o["path"]: o["md5"] for o in lock["stages"][f"train@{run}"]["outs"]}
     killed = dvc(project, "repro", "-f", "-s", f"train@{run}", check=False, env={"PRIORLAB_KILL_AT_STEP": "30"})
     assert killed.returncode != 0 and list((project / ".checkpoints" / "train").glob("*.pt"))
-    dvc(project, "repro", "-s", f"train@{run}")
+    # forced: DVC would restore the completed run's outputs (dvc.lock, run-cache); resume from the checkpoint
+    dvc(project, "repro", "-f", "-s", f"train@{run}")
     lock = yaml.safe_load((project / "dvc.lock").read_text())
     after = {o["path"]: o["md5"] for o in lock["stages"][f"train@{run}"]["outs"]}
     assert after[f"models/train/baselines/{run}"] == before[f"models/train/baselines/{run}"]
@@ -109,6 +110,7 @@ def test_resumed_and_rerun_outputs_are_identical(project):
     lock = yaml.safe_load((project / "dvc.lock").read_text())
     after = {o["path"]: o["md5"] for o in lock["stages"]["pretrain@smiley"]["outs"]}
     assert before["models/pretrain/smiley"] == after["models/pretrain/smiley"]
+    assert before["reports/live/pretrain/smiley"] == after["reports/live/pretrain/smiley"]  # curves resumed exactly
     assert (project / "metrics" / "baselines" / "smiley-vae-0.json").read_bytes() == metrics
 
 

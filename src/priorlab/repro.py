@@ -129,6 +129,9 @@ class _Run:
         if self.dry:
             self.log(f"stale: {name}: {stage.cmd}")
             return self._finish(stage, "ran")
+        # as Stage.run: the outputs go first (a checkout from the run-cache refuses to overwrite files it
+        # has not cached, e.g. a git-tracked metrics file of another profile: ConfirmRemoveError)
+        stage.remove_outs(ignore_remove=False, force=False)
         try:  # what `dvc repro` tries first: a run with these inputs in the run-cache
             self.repo.stage_cache.restore(stage)
         except RunCacheNotFoundError:
@@ -139,7 +142,6 @@ class _Run:
             self.unflushed.append(stage)
             self.log(f"restored {name} from the run-cache")
             return self._finish(stage, "restored")
-        stage.remove_outs(ignore_remove=False, force=False)
         slot = self.free.pop(0)
         self.log(f"[worker {slot}] running {name}: {stage.cmd}")
         proc = subprocess.Popen(stage.cmd, shell=True, cwd=stage.wdir, env={**os.environ, **self.envs[slot]})

@@ -27,7 +27,6 @@ written, so a checkpoint never holds weights trained on a non-finite loss.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import signal
@@ -42,6 +41,7 @@ from priorlab.device import deferred_value_checks
 from priorlab.errors import UserError
 from priorlab.io import load_torch, save_torch
 from priorlab.models.protocol import LogValue, Model, NonFiniteLoss, StepContext, TrainingSet, logs_to_floats
+from priorlab.train.live import restore as restore_live, snapshot as snapshot_live
 
 KILL_ENV = "PRIORLAB_KILL_AT_STEP"
 """Fault injection for the resume test: SIGKILL the process after this step."""
@@ -182,19 +182,6 @@ class FiniteRecord:
         return bad, out
 
 
-def _truncate_live(live_dir: Path, last_step: int) -> None:
-    """Drop dvclive rows logged after ``last_step`` (work lost with a killed run)."""
-    for tsv in (live_dir / "plots" / "metrics").rglob("*.tsv"):
-        with open(tsv, newline="") as f:
-            rows = list(csv.reader(f, delimiter="\t"))
-        if not rows:
-            continue
-        step_col = rows[0].index("step")
-        kept = [rows[0]] + [r for r in rows[1:] if int(r[step_col]) <= last_step]
-        with open(tsv, "w", newline="") as f:
-            csv.writer(f, delimiter="\t", lineterminator="\n").writerows(kept)
-
-
 def fit(
     model: Model,
     data: TrainingSet,
@@ -227,7 +214,8 @@ def fit(
 
     if checkpoint.is_file():
         state = load_torch(checkpoint)
-        if state.get("fingerprint") == fingerprint:
+        # a checkpoint without the curves (written before they were kept in it) cannot resume them exactly
+        if state.get("fingerprint") == fingerprint and (live_dir is None or state.get("live") is not None):
             model.load_state_dict(state["model"])
             if optimizer is not None:
                 optimizer.load_state_dict(state["optimizer"])
@@ -245,8 +233,8 @@ def fit(
         from dvclive import Live
 
         live_dir = Path(live_dir)
-        if start:
-            _truncate_live(live_dir, start)
+        if start:  # the curves as they were at the checkpoint (DVC removed the stage's outputs before rerunning it)
+            restore_live(live_dir, state["live"])
         live = Live(str(live_dir), dvcyaml=False, save_dvc_exp=False, resume=bool(start), report=None)
 
     def save(step: int) -> None:
@@ -260,6 +248,7 @@ def fit(
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "sampler": sampler.state_dict(),
                 "torch_rng": torch.get_rng_state(),
+                "live": snapshot_live(live_dir) if live_dir is not None else None,
                 "cuda_rng": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
             },
         )
