@@ -1,21 +1,20 @@
 """Counting host synchronisations: every place where Python reads a tensor's value.
 
-On a GPU, reading a value on the host (``.item()``, ``float(t)``, ``if t:``,
-``.tolist()``, ``.cpu()``, ``.numpy()``, ``torch.unique`` / ``nonzero`` with their
-data-dependent shapes), and so does a blocking copy of host data to the device
-(``torch.tensor(values, device=...)``): each waits until the device has finished all queued work, so a
-training step that does it leaves the GPU idle while Python catches up.  On the
-CPU the same calls are cheap, but they are the *same calls*: counting them on the
-CPU finds every place where a CUDA run would wait.  :func:`count_host_syncs`
-patches those entry points on ``torch.Tensor`` (and the ``torch`` functions with
-data-dependent output shapes) for the duration of a ``with`` block and counts the
-calls, with their call sites.
+On a GPU, reading a value on the host (``.item()``, ``float(t)``, ``if t:``, ``.tolist()``,
+``.cpu()``, ``.numpy()``, ``torch.unique`` / ``nonzero`` with their data-dependent shapes) waits
+until the device has finished all queued work, and so does a blocking copy of host data to the
+device (``torch.tensor(values, device=...)``); a training step that does either leaves the GPU
+idle while Python catches up.  On the CPU the same calls are cheap, but they are the *same calls*:
+counting them on the CPU finds every place where a CUDA run would wait.  :func:`count_host_syncs`
+patches those entry points on ``torch.Tensor`` (and the ``torch`` functions with data-dependent
+output shapes or host data) for the duration of a ``with`` block and counts the calls, with their
+call sites.
 
-Not counted: calls made from ``torch/optim`` (Adam keeps its step counters on the
-CPU on every device, so their ``.item()`` never waits on a GPU) and calls nested
-inside a counted call (``f"{t}"`` calls ``item`` once: one read).  ``.to(...)``
-counts only when it copies a non-CPU tensor to the CPU; a CPU run has none, which
-is why device-bound code calls ``.cpu()`` (counted) where it means a read-back.
+Not counted: calls made from ``torch/optim`` (Adam keeps its step counters on the CPU on every
+device, so their ``.item()`` never waits on a GPU) and calls nested inside a counted call
+(``f"{t}"`` calls ``item`` once: one read).  ``.to(...)`` counts only when it copies a non-CPU
+tensor to the CPU; a CPU run has none, which is why device-bound code calls ``.cpu()`` (counted)
+where it means a read-back.
 """
 
 from __future__ import annotations
