@@ -1,4 +1,4 @@
-"""The figures the ``figures@<run>`` stage draws: one entry per figure, declaring the observation
+"""The figures the ``figures`` stage draws for each run: one entry per figure, declaring the observation
 kinds it can draw and the model capability it needs (a vector data set gets no image grid, a
 model without a decoder no reconstructions).  Adding a figure is one entry here.
 """
