@@ -6,10 +6,9 @@ measures a no-op ``dvc repro`` and a no-op runner pass on the finished workspace
 the ``pipeline`` entry of ``reports/bench.json``:
 
 * total wall, and wall by stage kind (``train@...`` -> ``train``): count, sum, largest;
-* the fixed cost per stage: the process start-up and imports of a stage script (measured: a Python
-  process that imports ``priorlab.pipeline``) and the runner's own time (DVC's checks, saves and
-  ``dvc.lock`` writes: the wall during which fewer commands ran than there were workers, less the
-  critical path's share, is not separable, so it is reported as total wall × workers − Σ stage wall);
+* the fixed cost per stage: the start-up and imports of a stage script (measured: a Python process
+  that imports ``priorlab.pipeline``), and the idle worker time, total wall × workers − Σ stage wall
+  (the runner's own DVC work and the waits on the critical path, together);
 * the peak RSS of the largest stage.
 
 ``--from-timings FILE`` summarises a ``python -m priorlab.repro --timings FILE`` record of a run

@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     gpus = [g.strip() for g in ns.gpus.split(",") if g.strip()] if ns.gpus else None
     try:
-        envs_ok = worker_envs(ns.jobs, gpus)  # noqa: F841  (validates before DVC starts)
+        worker_envs(ns.jobs, gpus)  # validates before DVC starts
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
