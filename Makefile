@@ -20,11 +20,17 @@ venv: $(BIN)/.installed
 
 datasets: venv         ## install the real data sets offline (Fashion-MNIST, MNIST); idempotent
 	PYTHON=$(abspath $(BIN)/python) bash scripts/install_datasets.sh
+	@mkdir -p $(dir $(DATASETS_OK)) && touch $(DATASETS_OK)
+
+DATASETS_OK := .datasets/.installed
+$(DATASETS_OK): scripts/install_datasets.sh | venv  # repro's prerequisite: checked once, then by `make datasets`
+	PYTHON=$(abspath $(BIN)/python) bash scripts/install_datasets.sh
+	@mkdir -p $(dir $@) && touch $@
 
 JOBS ?= 2
 GPUS ?=
-repro: venv datasets   ## the whole DVC pipeline on the profile in params.yaml (default: cpu), JOBS stages side by side [GPUS=0,1,..: one per worker]
-	$(BIN)/python -m priorlab.config check
+repro: venv $(DATASETS_OK)   ## the whole DVC pipeline on the profile in params.yaml (default: cpu), JOBS stages side by side [GPUS=0,1,..: one per worker]
+	$(BIN)/python -m priorlab.config check --once
 	$(BIN)/python -m priorlab.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
 
 SHARD ?=

@@ -91,3 +91,50 @@ def test_keys_dvc_interpolates_must_be_spelled_out(tmp_path, section, key):
     path.write_text(yaml.safe_dump(r))
     with pytest.raises(ParamsError, match=f"{key}: missing; dvc.yaml"):
         load_params(path)
+
+
+def test_check_once_skips_a_file_that_passed_and_rechecks_an_edited_one(tmp_path, monkeypatch):
+    import priorlab.config as config
+
+    (tmp_path / ".dvc" / "tmp").mkdir(parents=True)
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "profiles" / "tiny.yaml").read_text())
+    calls = []
+    real = config.load_params
+    monkeypatch.setattr(config, "load_params", lambda path: calls.append(path) or real(path))
+    assert config.check_once(params, root=tmp_path) == "tiny"
+    assert config.check_once(params, root=tmp_path) == "tiny"
+    assert len(calls) == 1  # the second call trusted the record
+    params.write_text(params.read_text().replace("threads: 1", "threads: -1", 1))
+    assert "threads: -1" in params.read_text()
+    with pytest.raises(ParamsError, match="threads"):
+        config.check_once(params, root=tmp_path)  # edited: validated again, and it fails
+    assert len(calls) == 2
+    with pytest.raises(ParamsError, match="threads"):
+        config.check_once(params, root=tmp_path)  # a failure is never recorded: validated again
+    assert len(calls) == 3
+    monkeypatch.chdir(tmp_path)
+    params.write_text((ROOT / "profiles" / "tiny.yaml").read_text())
+    assert main(["check", "--once"]) == 0 and main(["check", "--once"]) == 0
+    assert len(calls) == 3  # back to the bytes that passed: trusted again
+    assert main(["check", "--once", "a", "b"]) == 2
+
+
+def test_check_key_covers_the_file_and_the_library(tmp_path):
+    from priorlab.config import check_key
+
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("profile: tiny\n")
+    b.write_text("profile: tiny\n")
+    assert check_key(a) == check_key(b)
+    b.write_text("profile: tiny \n")
+    assert check_key(a) != check_key(b)
+
+
+def test_parameters_named_like_dvc_metadata_are_refused(tmp_path):
+    r = raw()
+    next(iter(r["datasets"].values()))["size"] = 3
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(r))
+    with pytest.raises(ParamsError, match=r"datasets\.\w+\.size: DVC's run-cache ignores"):
+        load_params(path)

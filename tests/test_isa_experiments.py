@@ -124,3 +124,16 @@ def test_stage_trains_scores_and_reports(tmp_path, monkeypatch):
     shutil.rmtree(tmp_path / ".checkpoints")
     again = ie.run_isa_experiments(parse_params(copy.deepcopy(raw)))
     assert [r["mig"] for r in again["runs"]] == [r["mig"] for r in summary["runs"]]
+
+
+def test_results_csv_is_the_same_for_a_fresh_and_a_cached_row():
+    import json
+
+    row = {"run": "isa_vae-1-0", "model": "isa_vae", "label": "ISA-VAE", "kind": "vae", "strength": 1.0, "seed": 0,
+           "train_s": 3.0, "eval_s": 1.0, "exponents": {"p0": 2.1}, "model_params": {}, "metrics": {},
+           "responses": [], **{k: 0.1 * i for i, k in enumerate(ie.SCORES)}}
+    cached = json.loads(json.dumps(row, sort_keys=True))  # what write_json/read_json give back after a kill
+    assert list(cached) != list(row)
+    fresh_csv = ie.results_table(ie.study_frame([row])).to_csv(index=False)
+    assert ie.results_table(ie.study_frame([cached])).to_csv(index=False) == fresh_csv
+    assert fresh_csv.splitlines()[0] == "run,model,label,kind,strength,seed," + ",".join(ie.SCORES)

@@ -138,3 +138,48 @@ def test_history_falls_back_to_the_committed_bench_per_kind(tmp_path):
     _write_history(str(tmp_path), {"report": 1.0})
     assert _read_history(str(tmp_path)) == {"kind:train": 10.0, "train@a": 3.0, "report": 1.0}
     assert (tmp_path / HISTORY).is_file()
+
+
+PARAMS = """\
+threads: 1
+train: {steps: 10, batch_size: 64}
+models:
+  vsc: {kind: vsc, num_components: [1, 4], beta: 2.0}
+  vae: {kind: vae}
+7: seven
+"""
+KEYS = ["threads", "train", "train.steps", "models.vsc", "models.vsc.num_components.1", "models.va*.kind",
+        "7", "absent", "models.vsc.absent", "models.vsc.num_components.5"]
+
+
+def test_parse_params_once_returns_what_dvc_reads_and_sees_edits(tmp_path):
+    import dvc.dependency.param as dvc_param
+    from dvc.fs import LocalFileSystem
+
+    from priorlab.repro import parse_params_once
+
+    fs, path = LocalFileSystem(), str(tmp_path / "params.yaml")
+    (tmp_path / "params.yaml").write_text(PARAMS)
+    original = dvc_param.read_param_file
+    expected = original(fs, path, KEYS, flatten=True)
+    whole, nested = original(fs, path), original(fs, path, ["models.vsc", "threads"], flatten=False)
+    assert expected["models.vsc.num_components.1"] == 4 and "absent" not in expected  # the fixture reaches every case
+    calls = []
+    with parse_params_once():
+        assert dvc_param.read_param_file is not original
+        real_load = dvc_param.load_path
+        dvc_param.load_path = lambda *a, **k: calls.append(a[0]) or real_load(*a, **k)
+        try:
+            for _ in range(3):
+                got = dvc_param.read_param_file(fs, path, KEYS, flatten=True)
+                assert got == expected
+                got["train"]["steps"] = -1  # a caller's edit does not reach the next caller
+            assert dvc_param.read_param_file(fs, path) == whole
+            assert dvc_param.read_param_file(fs, path, ["models.vsc", "threads"], flatten=False) == nested
+            assert len(calls) == 1  # parsed once
+            (tmp_path / "params.yaml").write_text(PARAMS.replace("steps: 10", "steps: 200"))
+            assert dvc_param.read_param_file(fs, path, ["train.steps"], flatten=True) == {"train.steps": 200}
+            assert len(calls) == 2
+        finally:
+            dvc_param.load_path = real_load
+    assert dvc_param.read_param_file is original

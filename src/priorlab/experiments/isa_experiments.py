@@ -296,6 +296,15 @@ def write_strength_tables(frame: pd.DataFrame, out: Path) -> list[Path]:
 # --------------------------------------------------------------------------- the stage
 
 
+RESULT_COLUMNS = ("run", "model", "label", "kind", "strength", "seed", *SCORES)
+"""``results.csv``'s columns, in this order whether a row was just trained or read back from its
+sorted-key cache after a kill (the same bytes either way)."""
+
+
+def results_table(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.loc[:, list(RESULT_COLUMNS)]
+
+
 def study_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["label", "kind", "strength", "seed", "mig"])
 
@@ -361,8 +370,7 @@ def run_isa_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if rows:
-        table = frame.drop(columns=["metrics", "model_params", "exponents", "responses", *TIMING_COLUMNS])
-        table.to_csv(out / "results.csv", index=False)
+        results_table(frame).to_csv(out / "results.csv", index=False)
         write_strength_tables(frame, out)  # mig_vs_beta.csv, mig_vs_gamma.csv: data plots of dvc.yaml
         plot_mig_vs_strength(frame, out / "mig_vs_beta.png")
         plot_mig_vs_strength(frame, out / "mig_no_shape_vs_beta.png", "mig_no_shape")
