@@ -56,3 +56,24 @@ def test_tiny_dry_run_without_dvc_or_dvclive(tmp_path):
     hours = out["gpu_hours"]
     assert hours["runs"] == 109 and hours["total_gpu_hours"] > 0
     assert all("ms_per_step" in w for w in hours["work"])
+
+
+@pytest.mark.slow
+def test_compiled_terms_train_the_same_model_close_to_eager(tmp_path):
+    """--compile's measurement runs fit with torch.compile on the model's terms: it compiles (no
+    error), and a few steps give nearly the eager weights (inductor reorders float sums only)."""
+    import torch
+
+    params = gpu_bench.load_profile()
+    setup = gpu_bench.shrink_setup(params.setup("smiley18"))
+    data = gpu_bench.synthetic_dataset(gpu_bench.obs_shape_of(params, "smiley18"), 256)
+    weights = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = gpu_bench.build_bound(setup, params.model("beta_tcvae"), data, "train")
+        if compiled:
+            gpu_bench.compile_terms(model)
+        gpu_bench.fit_seconds(model, data, 5, torch.device("cpu"), tmp_path / str(compiled))
+        weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.allclose(weights[0], weights[1], rtol=1e-3, atol=1e-4)
+    assert not torch.equal(weights[0], torch.zeros_like(weights[0]))

@@ -11,13 +11,15 @@ import collections
 import pytest
 import torch
 
-from priorlab.config import BetaTCVAEParams, FactorialMixtureParams, ModelParams, OptimParams, SetupParams, VSCParams
+from priorlab.config import (BetaTCVAEParams, FactorialMixtureParams, FactorVAEParams, ModelParams, OptimParams,
+                             SetupParams, SparseVAEParams, VSCParams)
 from priorlab.models import build_model
 from priorlab.models.protocol import TrainingSet
 from priorlab.train import fit
 from priorlab.train.host_sync import count_host_syncs
 
 SHAPE = (1, 32, 32)
+VECTOR = (12,)  # the sparse VAE's observations: [G]
 LOG_EVERY, STEPS = 10, 25
 
 
@@ -27,9 +29,10 @@ class _Data:
     name = "x"
     factor_names = ["shape"]
 
-    def __init__(self, n: int = 160):
+    def __init__(self, n: int = 160, shape: tuple[int, ...] = SHAPE):
         g = torch.Generator().manual_seed(1)
-        self._x = (torch.rand(n, *SHAPE, generator=g) > 0.7).to(torch.uint8)
+        self._x = (torch.rand(n, *shape, generator=g) > 0.7).to(torch.uint8) if shape == SHAPE else \
+            torch.randn(n, *shape, generator=g)
         self._labels = torch.randint(0, 3, (n,), generator=g)
 
     def x(self, split):
@@ -46,6 +49,8 @@ class _Data:
 
 
 def _setup(net: str) -> SetupParams:
+    if net.startswith("vector_"):  # a Gaussian likelihood on vectors: "vector_<likelihood>"
+        return SetupParams(dataset="x", latent_dim=4, hidden=[8], likelihood=net.removeprefix("vector_"), obs_std=1.0)
     if net == "mlp":
         return SetupParams(dataset="x", latent_dim=4, hidden=[32])
     return SetupParams(dataset="x", latent_dim=4, encoder="conv", decoder="conv", hidden=[32], channels=[8, 8, 8])
@@ -62,6 +67,9 @@ KINDS = {
     "fmvae_semi_supervised": (FactorialMixtureParams(kind="fmvae", num_factors=2, num_components=[3, 4],
                                                      supervised_factor="shape", labelled_fraction=0.5, delta=10.0,
                                                      kl_z_weight=5.0, kl_z_weight_steps=10), "mlp"),
+    "factor_vae": (FactorVAEParams(kind="factor_vae", discriminator_hidden=[16, 16]), "mlp"),
+    "sparse_vae_gaussian_ig": (SparseVAEParams(kind="sparse_vae", warm_start="scratch"), "vector_gaussian_ig"),
+    "sparse_vae_gaussian": (SparseVAEParams(kind="sparse_vae", warm_start="scratch"), "vector_gaussian"),
 }
 
 
@@ -69,8 +77,9 @@ def _reads_per_step(spec, net: str, tmp_path) -> tuple[dict[int, int], dict[int,
     """Host reads between consecutive ``before_step`` calls of a ``fit`` run (the step's work, its
     bookkeeping and the next batch), keyed by step, with their call sites."""
     torch.manual_seed(0)
-    model = build_model(_setup(net), spec, SHAPE)
-    data = _Data()
+    shape = VECTOR if net.startswith("vector_") else SHAPE
+    model = build_model(_setup(net), spec, shape)
+    data = _Data(shape=shape)
     model.bind_data(data)
     model.set_phase("train")
     if isinstance(spec, FactorialMixtureParams):  # the SVI update acts on a fitted q(xi), as after prior_init

@@ -202,12 +202,25 @@ class PlainLoop:
         return time.perf_counter() - t0
 
 
+def compile_terms(model) -> None:
+    """``torch.compile`` (TorchInductor) on the model's ``terms`` — its forward pass, prior and ELBO
+    terms, whose backward AOTAutograd compiles too — for the ``--compile`` measurement: this
+    instance's ``terms`` is replaced (the bench's model only; the library has no such option yet)."""
+    model.terms = torch.compile(model.terms)
+
+
 def trainer_vs_plain(model, data: Dataset, device: torch.device, workdir: Path, short: int, long: int,
-                     rounds: int, warmup: int) -> dict:
+                     rounds: int, warmup: int, compiled: bool = False) -> dict:
     """ms/step of ``fit`` (difference of a ``long`` and a ``short`` run) and of :class:`PlainLoop`
-    (``long - short`` steps), ``rounds`` interleaved rounds after ``warmup`` steps of each."""
+    (``long - short`` steps), ``rounds`` interleaved rounds after ``warmup`` steps of each; with
+    ``compiled``, ``fit`` runs the model with :func:`compile_terms` (the compile time is in the warm-up,
+    reported as ``warmup_s``; the plain loop stays eager)."""
     plain = PlainLoop(model, data, device)
+    if compiled:
+        compile_terms(model)
+    t0 = time.perf_counter()
     fit_seconds(model, data, warmup, device, workdir)
+    warmup_s = time.perf_counter() - t0
     plain.seconds(warmup)
     ours, base = [], []
     n = long - short
@@ -216,11 +229,13 @@ def trainer_vs_plain(model, data: Dataset, device: torch.device, workdir: Path, 
                            fit_seconds(model, data, short, device, workdir)) / n)
         base.append(1e3 * plain.seconds(n) / n)
     t, p = float(np.median(ours)), float(np.median(base))
-    return {"trainer_ms": t, "plain_ms": p, "ratio": t / p, "trainer_rounds_ms": ours, "plain_rounds_ms": base}
+    return {"trainer_ms": t, "plain_ms": p, "ratio": t / p, "trainer_rounds_ms": ours, "plain_rounds_ms": base,
+            "compiled": compiled, "warmup_s": round(warmup_s, 2)}
 
 
 def step_table(device: torch.device, params: Params | None = None, tiny: bool = False, rounds: int = 3,
-               cases: dict | None = None, workdir: Path | None = None, on_result=None) -> dict[str, dict]:
+               cases: dict | None = None, workdir: Path | None = None, on_result=None,
+               compiled: bool = False) -> dict[str, dict]:
     """(a): ``{case: {trainer_ms, plain_ms, ratio, ...}}`` for :data:`STEP_CASES` (or ``cases``).
     ``on_result(case, row)`` is called after each case (the benchmark saves its record there)."""
     params = params or load_profile()
@@ -234,7 +249,7 @@ def step_table(device: torch.device, params: Params | None = None, tiny: bool = 
             data = synthetic_dataset(obs_shape_of(params, setup_name), 256 if tiny else 8192)
             spec = params.model(model_name)
             model = build_bound(setup, spec, data, "train")
-            row = trainer_vs_plain(model, data, device, workdir, short, long, rounds, warmup)
+            row = trainer_vs_plain(model, data, device, workdir, short, long, rounds, warmup, compiled)
             row.update(setup=setup_name, model=model_name, kind=spec.kind, encoder=setup.encoder,
                        hidden=setup.hidden, latent_dim=setup.latent_dim, batch_size=64,
                        obs_shape=list(data.obs_shape), issue_h200_ms=ISSUE_H200_MS.get(case))
@@ -583,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=215.0,
                     help="wall budget: (e) borrows ms/step for what is left unmeasured past it")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--compile", action="store_true",
+                    help="only (a), eager and with torch.compile on each model's terms (section step_compiled)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
@@ -602,6 +619,18 @@ def main(argv: list[str] | None = None) -> int:
                                                          f"{row['plain_ms']:.2f} ms plain ({row['ratio']:.2f}x)",
                                                          flush=True)))
     print_step_table(rows)
+    if args.compile:
+        compiled = step_table(device, params, args.tiny, args.rounds, compiled=True,
+                              on_result=lambda case, row: (out.set("step_compiled", case, row),
+                                                           print(f"  {case} compiled: {row['trainer_ms']:.2f} ms vs "
+                                                                 f"{row['plain_ms']:.2f} ms plain ({row['ratio']:.2f}x; "
+                                                                 f"warm-up with compile {row['warmup_s']:.0f} s)",
+                                                                 flush=True)))
+        print("\n(a') with torch.compile on the model's terms")
+        print_step_table(compiled)
+        out.set("wall_s", time.perf_counter() - start)
+        print(f"\nwrote {out.path} ({out.data['wall_s']:.0f} s)")
+        return 0
 
     with tempfile.TemporaryDirectory() as tmp:
         resume = resume_check(device, Path(tmp))

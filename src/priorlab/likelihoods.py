@@ -71,7 +71,7 @@ class GaussianLikelihood(Likelihood):
 
     def distribution(self, decoder_out: torch.Tensor) -> Distribution:
         scale = self.log_std.exp().expand_as(decoder_out)
-        return Independent(Normal(decoder_out, scale), decoder_out.dim() - 1)
+        return Independent(Normal(decoder_out, scale, validate_args=False), decoder_out.dim() - 1, validate_args=False)
 
 
 LIKELIHOODS: dict[str, Callable[[LikelihoodSpec], Likelihood]] = {}
@@ -153,7 +153,7 @@ class InverseGammaGaussianLikelihood(Likelihood):
 
     def distribution(self, decoder_out: torch.Tensor) -> Distribution:
         scale = self.sigma2.sqrt().to(decoder_out.dtype).expand_as(decoder_out)
-        return Independent(Normal(decoder_out, scale), decoder_out.dim() - 1)
+        return Independent(Normal(decoder_out, scale, validate_args=False), decoder_out.dim() - 1, validate_args=False)
 
     def bind_data(self, x_train: torch.Tensor) -> None:
         from priorlab.models.sparse_vae import calibrate_inverse_gamma_scale

@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from priorlab.models.elbo import ElboTerms, objective
-from priorlab.models.protocol import Batch, NonFiniteLoss, StepContext
+from priorlab.models.protocol import Batch, StepContext
 from priorlab.models.vae import VAE
 
 __all__ = ["Discriminator", "FactorVAE", "permute_dims"]
@@ -65,6 +65,8 @@ class Discriminator(nn.Module):
 class FactorVAE(VAE):
     """VAE (β = 1 on the KL by default) + γ·TC through a jointly trained discriminator."""
 
+    finite_keys = ("loss", "discriminator_loss")
+
     def __init__(self, encoder, posterior, decoder, likelihood, prior, latent_dim: int, *, gamma: float = 40.0,
                  beta: float = 1.0, discriminator_hidden: list[int] | None = None,
                  vae_betas: tuple[float, float] = (0.9, 0.999), discriminator_lr: float = 1e-4, discriminator_betas: tuple[float, float] = (0.5, 0.9)):
@@ -99,17 +101,15 @@ class FactorVAE(VAE):
         return [*vae, {"params": list(self.discriminator.parameters()), "lr": self.discriminator_lr,
                        "betas": self.discriminator_betas, "name": "discriminator"}]
 
-    def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, float]:
+    def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, torch.Tensor]:
         """One joint step: gradients of the VAE loss w.r.t. the VAE's parameters only, of the
         discriminator loss (codes detached, permuted) w.r.t. the discriminator's only; one Adam step."""
         terms = self.terms(batch.x, batch.labels)
         loss = objective(terms, self.beta, ctx.kl_weight)
         z = terms.z.detach()
         d_loss = self.discriminator.loss(z, permute_dims(z))
-        logs = self.step_logs(loss, terms)
-        logs["discriminator_loss"] = d_loss.item()
-        if not (torch.isfinite(loss) and torch.isfinite(d_loss)):
-            raise NonFiniteLoss(loss.item() if not torch.isfinite(loss) else d_loss.item())
+        logs = self.step_logs(loss, terms) if ctx.wants_logs else {"loss": loss.detach()}
+        logs["discriminator_loss"] = d_loss.detach()  # both losses in the trainer's non-finite record
         vae_params, d_params = self.vae_parameters(), list(self.discriminator.parameters())
         ctx.optimizer.zero_grad(set_to_none=True)
         for p, g in zip(vae_params, torch.autograd.grad(loss, vae_params, allow_unused=True)):

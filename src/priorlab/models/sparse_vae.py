@@ -279,6 +279,7 @@ class SparseVAE(VAE):
         self.register_buffer("prior_cov", prior_cov)
         # bound before every phase; not persistent (the data decide it)
         self.register_buffer("dataset_size", torch.tensor(0, dtype=torch.long), persistent=False)
+        self._dataset_size = 0  # its Python copy, read every step (a buffer read waits for the device)
 
     def bind_data(self, data) -> None:
         """N for the penalty's per-observation share; ξ and initial σ_j² of a ``gaussian_ig`` likelihood."""
@@ -286,6 +287,7 @@ class SparseVAE(VAE):
 
         x = data.x("train")
         self.dataset_size.fill_(len(x))
+        self._dataset_size = len(x)
         if isinstance(self.likelihood, InverseGammaGaussianLikelihood):
             self.likelihood.bind_data(data.prepare(x))
 
@@ -307,7 +309,7 @@ class SparseVAE(VAE):
         return terms
 
     def extra_terms(self, x, terms, labels=None) -> dict[str, torch.Tensor]:
-        n = int(self.dataset_size)
+        n = self._dataset_size
         if n < 1:
             raise RuntimeError("SparseVAE: call bind_data(data) before training (N scales the SSL penalty)")
         penalty = self.ssl.penalty(self.decoder.W) / n
@@ -321,8 +323,9 @@ class SparseVAE(VAE):
         self.ssl.update(self.decoder.W)
         if isinstance(self.likelihood, InverseGammaGaussianLikelihood):
             resid = batch.x.double() - self.decode_mean(terms.z.detach()).double()
-            n, b, lik = float(self.dataset_size), batch.x.shape[0], self.likelihood
-            sigma2 = (lik.nu * float(lik.xi) + resid.pow(2).sum(0) * (n / b)) / (lik.nu + n + 2)
+            n, b, lik = float(self._dataset_size), batch.x.shape[0], self.likelihood
+            # ξ stays on the device (float64 like the residuals: the value a host read would give)
+            sigma2 = (lik.nu * lik.xi.double() + resid.pow(2).sum(0) * (n / b)) / (lik.nu + n + 2)
             lik.sigma2.copy_(sigma2.to(lik.sigma2.dtype))
 
     def active_columns(self, threshold: float = 0.5) -> torch.Tensor:
