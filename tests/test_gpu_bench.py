@@ -77,3 +77,13 @@ def test_compiled_terms_train_the_same_model_close_to_eager(tmp_path):
         weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert torch.allclose(weights[0], weights[1], rtol=1e-3, atol=1e-4)
     assert not torch.equal(weights[0], torch.zeros_like(weights[0]))
+
+
+def test_op_counts_of_a_step_show_the_models_extra_work():
+    """--ops: the VAE's step is the plain loop plus a handful of ops (the logged terms aside, which a
+    non-log step does not compute); VSC's prior adds well over half again."""
+    rows = gpu_bench.ops_table(cases={c: gpu_bench.STEP_CASES[c] for c in ("vae_mlp3000_smiley", "vsc_mlp3000_smiley_u20")})
+    vae, vsc = rows["vae_mlp3000_smiley"], rows["vsc_mlp3000_smiley_u20"]
+    assert vae["plain_ops"] == vsc["plain_ops"] > 0  # same nets: the same plain loop
+    assert vae["plain_ops"] <= vae["ops"] <= 1.15 * vae["plain_ops"]
+    assert vsc["ops"] > 1.5 * vsc["plain_ops"]

@@ -30,11 +30,17 @@ shrinks nets, data and step counts for a dry run on a CPU.  Sections, each writt
 
 :func:`step_table` and :func:`paper_gpu_hours` are the GPU section of ``make bench``
 (:mod:`priorlab.bench`).
+
+Two narrower modes: ``--ops`` counts the aten ops of one training step per case and of the plain
+loop (on the CPU, no GPU needed: each op is a kernel launch on a GPU) into ``DIR/step_ops.json``;
+``--compile`` runs only (a), eager and then with ``torch.compile`` on each model's ``terms``
+(section ``step_compiled``: what compiling would buy, before it is a library option).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -48,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from priorlab.config import EvaluateParams, ModelParams, OptimParams, Params, SetupParams
 from priorlab.data.store import Dataset
@@ -231,6 +238,64 @@ def trainer_vs_plain(model, data: Dataset, device: torch.device, workdir: Path, 
     t, p = float(np.median(ours)), float(np.median(base))
     return {"trainer_ms": t, "plain_ms": p, "ratio": t / p, "trainer_rounds_ms": ours, "plain_rounds_ms": base,
             "compiled": compiled, "warmup_s": round(warmup_s, 2)}
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten ops dispatched inside its ``with`` block."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def step_ops(model, data: Dataset, batch: int = 64, steps: int = 3) -> int:
+    """aten ops dispatched by the last of ``steps`` training steps of ``model`` (forward, backward,
+    Adam with ``foreach`` as on CUDA, the model's after-step updates), counted on the CPU: each is a
+    kernel launch on a GPU, the cost that dominates a small-batch step there."""
+    from priorlab.device import deferred_value_checks
+    from priorlab.models.protocol import StepContext
+    from priorlab.train.trainer import BatchSampler
+
+    ts = model.training_set(data)
+    groups = model.param_groups(1e-4)
+    optimizer = torch.optim.Adam(groups, lr=1e-4, foreach=True) if groups else None
+    sampler = BatchSampler(ts.x.shape[0], batch, seed=0, device="cpu")
+    counter = OpCounter()
+    with deferred_value_checks():
+        for step in range(1, steps + 1):
+            model.before_step(step)
+            x = ts.batch(sampler.next())
+            with counter if step == steps else contextlib.nullcontext():
+                model.train_step(x, step, StepContext(optimizer, 1.0, wants_logs=False))
+    return counter.n
+
+
+def plain_step_ops(model, data: Dataset) -> int:
+    """:func:`step_ops` of :class:`PlainLoop` on copies of ``model``'s nets."""
+    plain = PlainLoop(model, data, torch.device("cpu"))
+    plain.opt = torch.optim.Adam([*plain.encoder.parameters(), *plain.decoder.parameters()], lr=1e-4, foreach=True)
+    plain.step()
+    counter = OpCounter()
+    with counter:
+        plain.step()
+    return counter.n
+
+
+def ops_table(params: Params | None = None, cases: dict | None = None) -> dict[str, dict]:
+    """``--ops``: :func:`step_ops` and :func:`plain_step_ops` for each case, on the CPU, with the paper
+    nets' layers a few units wide (the count depends on the layers, not their width)."""
+    params = params or load_profile()
+    rows = {}
+    for case, (setup_name, model_name) in (cases or STEP_CASES).items():
+        data = synthetic_dataset(obs_shape_of(params, setup_name), 256)
+        torch.manual_seed(0)
+        model = build_bound(shrink_setup(params.setup(setup_name)), params.model(model_name), data, "train")
+        rows[case] = {"ops": step_ops(model, data), "plain_ops": plain_step_ops(model, data)}
+    return rows
 
 
 def step_table(device: torch.device, params: Params | None = None, tiny: bool = False, rounds: int = 3,
@@ -598,10 +663,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=215.0,
                     help="wall budget: (e) borrows ms/step for what is left unmeasured past it")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ops", action="store_true",
+                    help="only count the aten ops (kernel launches on a GPU) of one training step per case, on the CPU")
     ap.add_argument("--compile", action="store_true",
                     help="only (a), eager and with torch.compile on each model's terms (section step_compiled)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
+    if args.ops:
+        rows = ops_table()
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "step_ops.json").write_text(json.dumps(rows, indent=2) + "\n")
+        print(f"{'case':32s} {'ops/step':>9s} {'plain':>7s}")
+        for case, row in rows.items():
+            print(f"{case:32s} {row['ops']:9d} {row['plain_ops']:7d}")
+        return 0
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
     if device.type != "cuda" and not args.tiny:
         print("no CUDA device: run with --tiny for a dry run on the CPU (the paper nets take hours there)",
