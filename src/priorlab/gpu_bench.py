@@ -212,7 +212,9 @@ class PlainLoop:
 def compile_terms(model) -> None:
     """``torch.compile`` (TorchInductor) on the model's ``terms`` — its forward pass, prior and ELBO
     terms, whose backward AOTAutograd compiles too — for the ``--compile`` measurement: this
-    instance's ``terms`` is replaced (the bench's model only; the library has no such option yet)."""
+    instance's ``terms`` is replaced (the bench's model only; the library has no such option yet).
+    Dynamo's first use also turns off ``torch.distributions``' default argument validation for the
+    whole process (``set_default_validate_args(False)`` in ``torch._dynamo.eval_frame``)."""
     model.terms = torch.compile(model.terms)
 
 
