@@ -183,3 +183,28 @@ def test_parse_params_once_returns_what_dvc_reads_and_sees_edits(tmp_path):
         finally:
             dvc_param.load_path = real_load
     assert dvc_param.read_param_file is original
+
+
+def test_parse_params_once_leaves_other_filesystems_to_dvc(tmp_path):
+    import dvc.dependency.param as dvc_param
+
+    from priorlab.repro import parse_params_once
+
+    class OtherFS:  # not the workspace (e.g. a git revision): DVC's own reader must serve it
+        pass
+
+    (tmp_path / "p.yaml").write_text("a: 2\n")  # a workspace file of the same path exists
+    seen = []
+    original = dvc_param.read_param_file
+    with parse_params_once():
+        patched = dvc_param.read_param_file
+        dvc_param.read_param_file = original
+        try:
+            import unittest.mock as mock
+
+            with mock.patch.object(dvc_param, "load_path", side_effect=lambda *a, **k: seen.append(a) or {"a": 1}):
+                assert patched(OtherFS(), str(tmp_path / "p.yaml"), ["a"], flatten=True) == {"a": 1}
+                assert patched(OtherFS(), str(tmp_path / "p.yaml"), ["a"], flatten=True) == {"a": 1}
+        finally:
+            dvc_param.read_param_file = patched
+    assert len(seen) == 2  # read each time, not kept

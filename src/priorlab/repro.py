@@ -279,11 +279,14 @@ def parse_params_once():
 
     import dpath
     import dvc.dependency.param as dvc_param
+    from dvc.fs import LocalFileSystem
 
     original = dvc_param.read_param_file
     parsed: dict = {}
 
     def read_param_file(fs, path, key_paths=None, flatten=False, **load_kwargs):
+        if not isinstance(fs, LocalFileSystem):  # e.g. a git revision's files: DVC's own reader
+            return original(fs, path, key_paths, flatten, **load_kwargs)
         try:
             st = os.stat(path)
         except (OSError, TypeError):
