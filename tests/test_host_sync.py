@@ -11,8 +11,8 @@ import collections
 import pytest
 import torch
 
-from priorlab.config import (BetaTCVAEParams, FactorialMixtureParams, FactorVAEParams, ModelParams, OptimParams,
-                             SetupParams, SparseVAEParams, VSCParams)
+from priorlab.config import (BetaTCVAEParams, FactorialMixtureParams, FactorVAEParams, LpNestedPriorParams,
+                             ModelParams, OptimParams, SetupParams, SparseVAEParams, VSCParams)
 from priorlab.models import build_model
 from priorlab.models.protocol import TrainingSet
 from priorlab.train import fit
@@ -68,6 +68,10 @@ KINDS = {
                                                      supervised_factor="shape", labelled_fraction=0.5, delta=10.0,
                                                      kl_z_weight=5.0, kl_z_weight_steps=10), "mlp"),
     "factor_vae": (FactorVAEParams(kind="factor_vae", discriminator_hidden=[16, 16]), "mlp"),
+    "isa_vae": (ModelParams(kind="vae", prior=LpNestedPriorParams(kind="lp_nested", subspaces=[[2.2, 2], [2.2, 2]])),
+                "mlp"),
+    "isa_tcvae": (BetaTCVAEParams(kind="beta_tcvae", prior=LpNestedPriorParams(kind="lp_nested",
+                                                                                 subspaces=[[2.2, 2], [2.2, 2]])), "mlp"),
     "sparse_vae_gaussian_ig": (SparseVAEParams(kind="sparse_vae", warm_start="scratch"), "vector_gaussian_ig"),
     "sparse_vae_gaussian": (SparseVAEParams(kind="sparse_vae", warm_start="scratch"), "vector_gaussian"),
 }

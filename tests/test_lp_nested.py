@@ -309,3 +309,13 @@ def test_prior_module_fixed_exponents_and_float64():
     assert p0.dtype == D and p0.item() == pytest.approx(2.1, rel=1e-7) and prior().log_prob(torch.zeros(25, dtype=D)).dtype == D
     with pytest.raises(ValueError, match="scale must be"):
         LpNestedPrior(dsprites_layout(), scale=0.0)
+
+
+def test_log_surface_from_a_sizes_tensor_is_the_same_number():
+    p0, p_sub, sizes = torch.tensor(2.1), torch.tensor([2.2, 1.7, 3.0]), (2, 3, 1)
+    assert torch.equal(log_surface(p0, p_sub, sizes, torch.tensor(sizes, dtype=torch.float32)),
+                       log_surface(p0, p_sub, sizes))
+    prior = LpNestedPrior({"p0": 2.1, "subspaces": [[2.2, 2], [1.7, 3], [3.0, 1]]}).double()
+    d = prior()
+    assert d.sizes_tensor.dtype == torch.float64 and not d._validate_args
+    assert torch.equal(d.log_normalizer(), LpNested(d.p0, d.p_sub, sizes, d.scale).log_normalizer())

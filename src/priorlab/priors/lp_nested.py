@@ -141,12 +141,14 @@ def lp_nested_norm(z: Tensor, p0, p_sub, sizes: Sequence[int]) -> Tensor:
     return _lp(torch.stack(f_sub, dim=-1), p0)
 
 
-def log_surface(p0, p_sub, sizes: Sequence[int]) -> Tensor:
-    """log S_f(1), the surface of the unit Lp-nested sphere (Sinz & Bethge 2010; telescoped Beta form)."""
+def log_surface(p0, p_sub, sizes: Sequence[int], sizes_tensor: Tensor | None = None) -> Tensor:
+    """log S_f(1), the surface of the unit Lp-nested sphere (Sinz & Bethge 2010; telescoped Beta form).
+    ``sizes_tensor``: the same sizes as a tensor already on ``p0``'s device (saves a host copy a call)."""
     p0 = torch.as_tensor(p0)
     p0 = p0 if p0.is_floating_point() else p0.to(torch.get_default_dtype())
     p_sub = torch.as_tensor(p_sub, dtype=p0.dtype, device=p0.device)
-    n_l = torch.tensor(list(sizes), dtype=p0.dtype, device=p0.device)
+    n_l = (sizes_tensor.to(p0.dtype) if sizes_tensor is not None
+           else torch.tensor(list(sizes), dtype=p0.dtype, device=p0.device))
     n, L = float(sum(sizes)), len(sizes)
     root = torch.lgamma(n_l / p0).sum() - torch.lgamma(n / p0) - (L - 1) * torch.log(p0)
     leaves = (n_l * torch.lgamma(1.0 / p_sub) - torch.lgamma(n_l / p_sub) - (n_l - 1.0) * torch.log(p_sub)).sum()
@@ -167,8 +169,10 @@ class LpNested(Distribution):
     support = constraints.real_vector
     has_rsample = False
 
-    def __init__(self, p0, p_sub, sizes: Sequence[int], scale=1.0, validate_args=None):
+    def __init__(self, p0, p_sub, sizes: Sequence[int], scale=1.0, validate_args=None,
+                 sizes_tensor: Tensor | None = None):
         self.sizes = tuple(int(k) for k in sizes)
+        self.sizes_tensor = sizes_tensor  # optional: ``sizes`` on the device (see log_surface)
         if not self.sizes or min(self.sizes) < 1:
             raise ValueError(f"sizes must be a non-empty list of integers >= 1, got {tuple(sizes)}")
         ref = next((t for t in (p0, p_sub, scale) if isinstance(t, Tensor) and t.is_floating_point()), None)
@@ -192,7 +196,7 @@ class LpNested(Distribution):
         """log C = log p0 - lgamma(n/p0) - (n/p0) log s - log S_f(1), so that log p = log C - f^p0 / s."""
         n = float(self.n)
         return (torch.log(self.p0) - torch.lgamma(n / self.p0) - (n / self.p0) * torch.log(self.scale)
-                - log_surface(self.p0, self.p_sub, self.sizes))
+                - log_surface(self.p0, self.p_sub, self.sizes, self.sizes_tensor))
 
     def log_prob(self, value: Tensor) -> Tensor:
         if self._validate_args:
@@ -281,6 +285,8 @@ class LpNestedPrior(Prior):
             self.register_buffer("theta0", theta0)
             self.register_buffer("theta_sub", theta_sub)
         self.register_buffer("scale", torch.tensor(float(scale), dtype=dtype))
+        # the subspace sizes on the model's device: the normaliser needs them every step
+        self.register_buffer("sizes_tensor", torch.tensor(self.sizes, dtype=dtype), persistent=False)
 
     def exponents(self) -> tuple[Tensor, Tensor]:
         """Current (p0, p_sub)."""
@@ -291,7 +297,8 @@ class LpNestedPrior(Prior):
 
     def forward(self, x: Tensor | None = None) -> LpNested:
         p0, p_sub = self.exponents()
-        return LpNested(p0, p_sub, self.sizes, self.scale)
+        # exponents are 1 + softplus(.) > 1 and s > 0 by construction: no argument checks (host reads)
+        return LpNested(p0, p_sub, self.sizes, self.scale, validate_args=False, sizes_tensor=self.sizes_tensor)
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
         return self.forward().sample((n,), generator=generator)
