@@ -18,14 +18,14 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 
 venv: $(BIN)/.installed
 
-datasets: venv         ## install the real data sets offline (Fashion-MNIST, MNIST); idempotent
-	PYTHON=$(abspath $(BIN)/python) bash scripts/install_datasets.sh
-	@mkdir -p $(dir $(DATASETS_OK)) && touch $(DATASETS_OK)
-
 DATASETS_OK := .datasets/.installed
+INSTALL_DATASETS = PYTHON=$(abspath $(BIN)/python) bash scripts/install_datasets.sh && mkdir -p $(dir $(DATASETS_OK)) && touch $(DATASETS_OK)
+
+datasets: venv         ## install the real data sets offline (Fashion-MNIST, MNIST); idempotent
+	$(INSTALL_DATASETS)
+
 $(DATASETS_OK): scripts/install_datasets.sh | venv  # repro's prerequisite: checked once, then by `make datasets`
-	PYTHON=$(abspath $(BIN)/python) bash scripts/install_datasets.sh
-	@mkdir -p $(dir $@) && touch $@
+	$(INSTALL_DATASETS)
 
 JOBS ?= 2
 GPUS ?=

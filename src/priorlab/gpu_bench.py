@@ -177,13 +177,13 @@ class PlainLoop:
     the device, q = N(μ, σ²) from the first 2J encoder outputs, one reparameterised draw, Bernoulli
     log-likelihood with logits, analytic KL to N(0, I), Adam.  No logging, no checks."""
 
-    def __init__(self, model, data: Dataset, device: torch.device, batch: int = 64):
+    def __init__(self, model, data: Dataset, device: torch.device, batch: int = 64, foreach: bool | None = None):
         self.encoder = copy.deepcopy(model.encoder).to(device).train()
         self.decoder = copy.deepcopy(model.decoder).to(device).train()
         self.latent = model.posterior_head.latent_dim
         self.x = data.x("train").to(device)
         self.batch, self.device = batch, device
-        self.opt = torch.optim.Adam([*self.encoder.parameters(), *self.decoder.parameters()], lr=1e-4)
+        self.opt = torch.optim.Adam([*self.encoder.parameters(), *self.decoder.parameters()], lr=1e-4, foreach=foreach)
 
     def step(self) -> None:
         j = self.latent
@@ -278,8 +278,7 @@ def step_ops(model, data: Dataset, batch: int = 64, steps: int = 3) -> int:
 
 def plain_step_ops(model, data: Dataset) -> int:
     """:func:`step_ops` of :class:`PlainLoop` on copies of ``model``'s nets."""
-    plain = PlainLoop(model, data, torch.device("cpu"))
-    plain.opt = torch.optim.Adam([*plain.encoder.parameters(), *plain.decoder.parameters()], lr=1e-4, foreach=True)
+    plain = PlainLoop(model, data, torch.device("cpu"), foreach=True)
     plain.step()
     counter = OpCounter()
     with counter:

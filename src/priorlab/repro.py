@@ -305,15 +305,18 @@ def parse_params_once():
         found = {}
         for key_path in key_paths:
             try:
-                value = lookup(config, key_path) if not _GLOB & set(key_path) else None
-            except KeyError:
-                value = None
-            try:  # globs, and keys dpath reads differently (e.g. non-string keys), go to dpath
-                value = dpath.get(config, key_path, separator=".") if value is None else value
+                found[key_path] = deepcopy(get(config, key_path))  # DVC parses afresh: callers may keep it
             except KeyError:
                 continue
-            found[key_path] = deepcopy(value)  # DVC gets a fresh parse each time: callers may keep it
         return found
+
+    def get(config, key_path: str):
+        if not _GLOB & set(key_path):
+            try:
+                return lookup(config, key_path)
+            except KeyError:
+                pass  # dpath may still read it (e.g. a non-string key)
+        return dpath.get(config, key_path, separator=".")
 
     dvc_param.read_param_file = read_param_file
     try:
