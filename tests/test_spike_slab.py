@@ -220,6 +220,23 @@ def test_rsample_gradients_match_relaxed_expectation_analytically() -> None:
         assert abs(per_sample.mean() - target) < 5 * se + 1e-12, name
 
 
+def test_sharpness_as_a_0d_tensor_draws_what_the_number_draws() -> None:
+    """A schedule kept on the device (VSC's buffer) gives bit-identical relaxed draws and gradients."""
+    gamma, loc, scale = (torch.rand(64, 5, generator=torch.Generator().manual_seed(1)) * 0.8 + 0.1 for _ in range(3))
+    out = []
+    for c in (73.5, torch.tensor(73.5)):
+        g = gamma.clone().requires_grad_()
+        z = SpikeSlabNormal(g, loc, scale, sharpness=c).rsample(generator=torch.Generator().manual_seed(0))
+        z.sum().backward()
+        out.append((z.detach(), g.grad))
+    assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
+    with pytest.raises(ValueError, match="0-d float tensor"):
+        SpikeSlabNormal(0.5, 0.0, 1.0, sharpness=torch.tensor([50.0]))
+    with pytest.raises(ValueError, match="sharpness"):
+        SpikeSlabNormal(0.5, 0.0, 1.0, sharpness=torch.tensor(-1.0), validate_args=True)
+    SpikeSlabNormal(0.5, 0.0, 1.0, sharpness=torch.tensor(-1.0), validate_args=False)  # not read: no check
+
+
 # ----------------------------------------------------------------------------- validation
 def test_invalid_arguments_raise_value_error() -> None:
     with pytest.raises(ValueError):

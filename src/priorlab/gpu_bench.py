@@ -33,8 +33,9 @@ shrinks nets, data and step counts for a dry run on a CPU.  Sections, each writt
 
 Two narrower modes: ``--ops`` counts the aten ops of one training step per case and of the plain
 loop (on the CPU, no GPU needed: each op is a kernel launch on a GPU) into ``DIR/step_ops.json``;
-``--compile`` runs only (a), eager and then with ``torch.compile`` on each model's ``terms``
-(section ``step_compiled``: what compiling would buy, before it is a library option).
+``--compile [MODE[,MODE]]`` runs only (a), eager and then with the trainer's ``compile`` option
+(``OptimParams.compile``: ``nn.Module.compile`` of the model's forward pass) in each torch.compile
+mode (default "default"; section ``step_compiled.<mode>``), cases in the order of ``--cases``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 from dataclasses import replace
 from pathlib import Path
 
@@ -64,6 +66,7 @@ from priorlab.train import fit, fit_prior
 ROOT = Path(__file__).resolve().parents[2]
 PAPER_PROFILE = ROOT / "profiles" / "paper.yaml"
 
+COMPILE_MODES = tuple(m for m in typing.get_args(typing.get_type_hints(OptimParams)["compile"]) if m != "eager")
 STEP_CASES = {  # (a): name -> (setup, model) of the paper profile
     "vae_mlp3000_smiley": ("smiley", "vae"),
     "vae_conv_dsprites64": ("dsprites", "vae"),
@@ -161,9 +164,10 @@ def build_bound(setup: SetupParams, spec: ModelParams, data: Dataset, phase: str
 
 
 def fit_seconds(model, data: Dataset, steps: int, device: torch.device, workdir: Path, batch: int = 64,
-                log_every: int = 500) -> float:
+                log_every: int = 500, compile: str = "eager") -> float:
     """Wall seconds of one ``fit`` call of ``steps`` steps (no checkpoint written, no curves)."""
-    opt = OptimParams(steps=steps, batch_size=batch, lr=1e-4, checkpoint_every=10**9, log_every=log_every, seed=0)
+    opt = OptimParams(steps=steps, batch_size=batch, lr=1e-4, checkpoint_every=10**9, log_every=log_every, seed=0,
+                      compile=compile)
     sync(device)
     t0 = time.perf_counter()
     fit(model, model.training_set(data), opt, checkpoint=workdir / "bench_ck.pt", live_dir=None,
@@ -209,37 +213,34 @@ class PlainLoop:
         return time.perf_counter() - t0
 
 
-def compile_terms(model) -> None:
-    """``torch.compile`` (TorchInductor) on the model's ``terms`` — its forward pass, prior and ELBO
-    terms, whose backward AOTAutograd compiles too — for the ``--compile`` measurement: this
-    instance's ``terms`` is replaced (the bench's model only; the library has no such option yet).
-    Dynamo's first use also turns off ``torch.distributions``' default argument validation for the
-    whole process (``set_default_validate_args(False)`` in ``torch._dynamo.eval_frame``)."""
-    model.terms = torch.compile(model.terms)
-
-
 def trainer_vs_plain(model, data: Dataset, device: torch.device, workdir: Path, short: int, long: int,
-                     rounds: int, warmup: int, compiled: bool = False) -> dict:
+                     rounds: int, warmup: int, compile: str = "eager") -> dict:
     """ms/step of ``fit`` (difference of a ``long`` and a ``short`` run) and of :class:`PlainLoop`
-    (``long - short`` steps), ``rounds`` interleaved rounds after ``warmup`` steps of each; with
-    ``compiled``, ``fit`` runs the model with :func:`compile_terms` (the compile time is in the warm-up,
-    reported as ``warmup_s``; the plain loop stays eager)."""
+    (``long - short`` steps), ``rounds`` interleaved rounds after ``warmup`` steps of each; ``compile``:
+    the trainer's option of that name (the compile time is in the warm-up, reported as ``warmup_s``,
+    with the number of graphs dynamo compiled; the plain loop stays eager)."""
     plain = PlainLoop(model, data, device)
-    if compiled:
-        compile_terms(model)
+    graphs = _dynamo_graphs()
     t0 = time.perf_counter()
-    fit_seconds(model, data, warmup, device, workdir)
+    fit_seconds(model, data, warmup, device, workdir, compile=compile)
     warmup_s = time.perf_counter() - t0
     plain.seconds(warmup)
     ours, base = [], []
     n = long - short
     for _ in range(rounds):
-        ours.append(1e3 * (fit_seconds(model, data, long, device, workdir) -
-                           fit_seconds(model, data, short, device, workdir)) / n)
+        ours.append(1e3 * (fit_seconds(model, data, long, device, workdir, compile=compile) -
+                           fit_seconds(model, data, short, device, workdir, compile=compile)) / n)
         base.append(1e3 * plain.seconds(n) / n)
     t, p = float(np.median(ours)), float(np.median(base))
     return {"trainer_ms": t, "plain_ms": p, "ratio": t / p, "trainer_rounds_ms": ours, "plain_rounds_ms": base,
-            "compiled": compiled, "warmup_s": round(warmup_s, 2)}
+            "compile": compile, "warmup_s": round(warmup_s, 2), "graphs_compiled": _dynamo_graphs() - graphs}
+
+
+def _dynamo_graphs() -> int:
+    """Graphs dynamo has compiled in this process so far (0 before its first use)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 class OpCounter(TorchDispatchMode):
@@ -301,7 +302,7 @@ def ops_table(params: Params | None = None, cases: dict | None = None) -> dict[s
 
 def step_table(device: torch.device, params: Params | None = None, tiny: bool = False, rounds: int = 3,
                cases: dict | None = None, workdir: Path | None = None, on_result=None,
-               compiled: bool = False) -> dict[str, dict]:
+               compile: str = "eager") -> dict[str, dict]:
     """(a): ``{case: {trainer_ms, plain_ms, ratio, ...}}`` for :data:`STEP_CASES` (or ``cases``).
     ``on_result(case, row)`` is called after each case (the benchmark saves its record there)."""
     params = params or load_profile()
@@ -315,7 +316,12 @@ def step_table(device: torch.device, params: Params | None = None, tiny: bool = 
             data = synthetic_dataset(obs_shape_of(params, setup_name), 256 if tiny else 8192)
             spec = params.model(model_name)
             model = build_bound(setup, spec, data, "train")
-            row = trainer_vs_plain(model, data, device, workdir, short, long, rounds, warmup, compiled)
+            try:
+                row = trainer_vs_plain(model, data, device, workdir, short, long, rounds, warmup, compile)
+            except Exception as exc:  # noqa: BLE001  (a compiled case that fails is recorded; the others still run)
+                if compile == "eager":
+                    raise
+                row = {"error": f"{type(exc).__name__}: {str(exc)[:2000]}", "compile": compile}
             row.update(setup=setup_name, model=model_name, kind=spec.kind, encoder=setup.encoder,
                        hidden=setup.hidden, latent_dim=setup.latent_dim, batch_size=64,
                        obs_shape=list(data.obs_shape), issue_h200_ms=ISSUE_H200_MS.get(case))
@@ -639,6 +645,9 @@ def print_step_table(rows: dict) -> None:
     print(f"\n(a) ms per training step, batch 64: priorlab's fit vs a plain PyTorch loop (same nets)")
     print(f"{'case':32s} {'trainer':>9s} {'plain':>9s} {'ratio':>7s} {'issue (H200)':>13s}")
     for case, r in rows.items():
+        if "error" in r:
+            print(f"{case:32s} failed: {r['error'][:200]}")
+            continue
         print(f"{case:32s} {r['trainer_ms']:9.2f} {r['plain_ms']:9.2f} {r['ratio']:7.2f} {r.get('issue_h200_ms') or '-':>13s}")
 
 
@@ -666,8 +675,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ops", action="store_true",
                     help="only count the aten ops (kernel launches on a GPU) of one training step per case, on the CPU")
-    ap.add_argument("--compile", action="store_true",
-                    help="only (a), eager and with torch.compile on each model's terms (section step_compiled)")
+    ap.add_argument("--compile", nargs="?", const="default", default=None, metavar="MODE[,MODE]",
+                    help="only (a), eager and then with the trainer's compile option in each of these "
+                         f"torch.compile modes ({', '.join(COMPILE_MODES)}; default: default; section "
+                         "step_compiled.<mode>)")
+    ap.add_argument("--cases", default=",".join(STEP_CASES),
+                    help=f"comma-separated cases of (a), in this order (default: all: {','.join(STEP_CASES)})")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     if args.ops:
@@ -689,21 +702,36 @@ def main(argv: list[str] | None = None) -> int:
                    "environment": environment(device)})
     print(f"gpu_bench: {out.data['environment']}")
 
-    rows = step_table(device, params, args.tiny, args.rounds,
+    try:
+        cases = {c: STEP_CASES[c] for c in args.cases.split(",")}
+    except KeyError as exc:
+        print(f"unknown case {exc.args[0]!r}; cases: {', '.join(STEP_CASES)}", file=sys.stderr)
+        return 2
+    modes = args.compile.split(",") if args.compile else []
+    if any(m not in COMPILE_MODES for m in modes):
+        print(f"unknown compile mode in {args.compile!r}; modes: {', '.join(COMPILE_MODES)}", file=sys.stderr)
+        return 2
+    rows = step_table(device, params, args.tiny, args.rounds, cases=cases,
                       on_result=lambda case, row: (out.set("step", case, row),
                                                    print(f"  {case}: {row['trainer_ms']:.2f} ms vs "
                                                          f"{row['plain_ms']:.2f} ms plain ({row['ratio']:.2f}x)",
                                                          flush=True)))
     print_step_table(rows)
-    if args.compile:
-        compiled = step_table(device, params, args.tiny, args.rounds, compiled=True,
-                              on_result=lambda case, row: (out.set("step_compiled", case, row),
-                                                           print(f"  {case} compiled: {row['trainer_ms']:.2f} ms vs "
-                                                                 f"{row['plain_ms']:.2f} ms plain ({row['ratio']:.2f}x; "
-                                                                 f"warm-up with compile {row['warmup_s']:.0f} s)",
-                                                                 flush=True)))
-        print("\n(a') with torch.compile on the model's terms")
-        print_step_table(compiled)
+    if modes:
+        for mode in modes:
+            def report(case: str, row: dict) -> None:
+                out.set("step_compiled", mode, case, row)
+                if "error" in row:
+                    print(f"  {case} compiled ({mode}) failed: {row['error'][:500]}", flush=True)
+                    return
+                print(f"  {case} compiled ({mode}): {row['trainer_ms']:.2f} ms vs {row['plain_ms']:.2f} ms plain "
+                      f"({row['ratio']:.2f}x; warm-up with compile {row['warmup_s']:.0f} s, "
+                      f"{row['graphs_compiled']} graphs)", flush=True)
+
+            compiled = step_table(device, params, args.tiny, args.rounds, cases=cases, compile=mode,
+                                  on_result=report)
+            print(f"\n(a') with the trainer's compile option, mode {mode!r}")
+            print_step_table(compiled)
         out.set("wall_s", time.perf_counter() - start)
         print(f"\nwrote {out.path} ({out.data['wall_s']:.0f} s)")
         return 0

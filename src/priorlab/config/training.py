@@ -57,6 +57,11 @@ class OptimParams:
     lr_milestones: list[int] = field(default_factory=list)  # steps at which lr is multiplied by lr_gamma
     lr_gamma: float = 0.1
     seed: int = 0
+    # torch.compile of the model's forward pass (its loss terms; AOTAutograd compiles the backward too)
+    # for the gradient-trained kinds: "eager" (not compiled) or torch.compile's ``mode`` ("default",
+    # "reduce-overhead": + CUDA graphs, "max-autotune").  Compiled kernels round differently, so the
+    # numbers differ from eager ones in the last digits.  EM models have nothing to compile.
+    compile: Literal["eager", "default", "reduce-overhead", "max-autotune"] = "eager"
 
     def check(self, key: str) -> None:
         _non_negative(f"{key}.steps", self.steps)

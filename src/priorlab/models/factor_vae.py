@@ -104,7 +104,7 @@ class FactorVAE(VAE):
     def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, torch.Tensor]:
         """One joint step: gradients of the VAE loss w.r.t. the VAE's parameters only, of the
         discriminator loss (codes detached, permuted) w.r.t. the discriminator's only; one Adam step."""
-        terms = self.terms(batch.x, batch.labels)
+        terms = self(batch.x, batch.labels)
         loss = objective(terms, self.beta, ctx.kl_weight)
         z = terms.z.detach()
         d_loss = self.discriminator.loss(z, permute_dims(z))

@@ -110,6 +110,7 @@ class FactorialMixtureVAE(VAE):
         self._n_data = self._svi_count = 0  # Python copies of the two, read every step instead of the buffers
         self.phase = "train"
         self._step = 0  # the train step, set by before_step (schedules of delta and the KL[z] weight)
+        self._schedule = self._schedule_now()
 
     # -- schedules ------------------------------------------------------------------------
     @property
@@ -129,11 +130,24 @@ class FactorialMixtureVAE(VAE):
         on = self.phase == "train" and s.kl_z_weight_steps > 0 and self._step <= s.kl_z_weight_steps
         return s.kl_z_weight - 1.0 if on else 0.0
 
+    def _schedule_now(self) -> tuple[float, float]:
+        """(Delta, w - 1) now: the numbers the forward pass reads (a compiled pass guards on two floats
+        that change at most twice, not on the step number, which would recompile it every step)."""
+        return self.delta_now(), self.kl_z_extra()
+
     def set_phase(self, phase: str) -> None:
         self.phase = phase
+        self._schedule = self._schedule_now()
 
     def before_step(self, step: int) -> None:
         self._step = step
+        self._schedule = self._schedule_now()
+
+    def forward(self, x: Tensor, labels: Tensor | None = None) -> ElboTerms:
+        """:meth:`terms`, after the prior's caches are brought up to date with the last SVI step
+        (eagerly: :meth:`FactorialMixturePrior.refresh`), which compiled code then reads as they are."""
+        self.prior.refresh(global_kl=True)
+        return self.terms(x, labels)
 
     # -- the prior of a batch -------------------------------------------------------------
     def clamp_of(self, labels: Tensor | None) -> Tensor | None:
@@ -172,10 +186,9 @@ class FactorialMixtureVAE(VAE):
         kz, _, gamma = self._local_kl(terms, labels)
         B = mu.shape[0]
         out = {"kl_global": self.prior.global_kl_per_point(self.n_train(B)).to(mu.dtype).expand(B)}
-        extra = self.kl_z_extra()
+        delta, extra = self._schedule
         if extra != 0.0:
             out["kl_z_upweight"] = extra * kz.sum(-1)
-        delta = self.delta_now()
         clamp = self.clamp_of(labels)
         if delta > 0 and clamp is not None:
             out["semi_supervised_ce"] = delta * self.prior.cross_entropy(mu, var, clamp)

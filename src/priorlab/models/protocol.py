@@ -173,6 +173,11 @@ class Model(nn.Module, abc.ABC):
     def before_step(self, step: int) -> None:
         """Schedules that depend on the step number, called before every training step."""
 
+    compilable: bool = False
+    """True when :meth:`train_step` runs the differentiable part of a step as the model's forward pass,
+    ``self(...)``: the trainer then compiles it (``nn.Module.compile``) when the phase's ``compile``
+    asks for it.  Models fitted by EM have nothing to compile."""
+
     finite_keys: tuple[str, ...] = ("loss",)
     """Logged values the trainer checks for NaN / inf after every step (those a step returns)."""
 

@@ -61,6 +61,13 @@ class VAE(Model, ElboModel, Generative):
         return self.decode_mean(self.represent(x))
 
     # -- objective --------------------------------------------------------------------
+    compilable = True
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> ElboTerms:
+        """The differentiable part of a training step, :meth:`terms`; :meth:`train_step` calls it as
+        ``self(x, labels)`` so that ``nn.Module.compile`` (the ``compile`` option) compiles it."""
+        return self.terms(x, labels)
+
     def terms(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> ElboTerms:
         q = self.posterior(x)
         terms = elbo_terms(x, q, self.prior_distribution(x, labels), self.decode, self.likelihood)
@@ -106,7 +113,7 @@ class VAE(Model, ElboModel, Generative):
         Nothing is read back to the host: the logged terms are returned as device tensors (only the
         loss when ``ctx.wants_logs`` is false), and a non-finite loss is left to the trainer's
         record of ``finite_keys`` (a step does not wait to look at it)."""
-        terms = self.terms(batch.x, batch.labels)
+        terms = self(batch.x, batch.labels)
         loss = objective(terms, self.beta, ctx.kl_weight)
         logs = self.step_logs(loss, terms) if ctx.wants_logs else {"loss": loss.detach()}
         ctx.optimizer.zero_grad(set_to_none=True)

@@ -136,8 +136,10 @@ class SpikeSlabPosterior(nn.Module):
     def distribution(self, gamma: torch.Tensor, loc: torch.Tensor, logvar: torch.Tensor) -> Distribution:
         """``Independent(SpikeSlabNormal)`` from the outputs of :meth:`parameters_of` (current sharpness)."""
         # γ = exp(-ReLU(-v)) lies in (0, 1] and the scale exp(log σ²/2) is positive by construction, so
-        # the argument checks are skipped (a non-finite loss is caught by the trainer).
-        return Independent(SpikeSlabNormal.from_logvar(gamma, loc, logvar, self._sharpness, validate_args=False), 1)
+        # the argument checks are skipped (a non-finite loss is caught by the trainer).  The sharpness is
+        # the buffer (same value as its Python copy): a ramp changes a tensor, which compiled code takes
+        # as an input instead of recompiling for each new number.
+        return Independent(SpikeSlabNormal.from_logvar(gamma, loc, logvar, self.sharpness, validate_args=False), 1)
 
     def forward(self, features: torch.Tensor) -> Distribution:
         return self.distribution(*self.parameters_of(features))

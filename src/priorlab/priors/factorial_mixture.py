@@ -486,16 +486,13 @@ class FactorialMixturePrior(Prior):
         return p, self.pseudo_counts().to(dtype)
 
     # ------------------------------------------------------------- inference
-    def _coefficients(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Eq. 6 + E[log pi] as a quadratic in the codes, for the current q(xi) (no gradient):
-
-            log rho_ik = const_ik - 1/2 sum_d E[alpha]_ikd (mu_d^2 + var_d) + sum_d E[alpha m]_ikd mu_d,
-            const_ik = E[log pi_ik] + 1/2 sum_d (E[log alpha] - log 2 pi - 1/s - E[alpha] m^2)_ikd,
-
-        returned as (const [I, K] (-inf at padded slots), E[alpha] [I, D, K], E[alpha] m [I, D, K],
-        E[log pi] [I, K]).  Cached until a buffer changes (in-place updates bump tensor versions),
-        together with the intermediates the global KL reuses (``_global_kl_now``).
-        """
+    @torch.compiler.disable
+    def refresh(self, global_kl: bool = False) -> None:
+        """Recompute the caches of :meth:`_coefficients` when a buffer of q(xi) changed since the last
+        call (in-place updates bump tensor versions), and with ``global_kl`` the global KL of
+        :meth:`global_kl_per_point` too.  Always eager (compiler-disabled): a compiled forward pass
+        calls it first (:class:`~priorlab.models.fmvae.FactorialMixtureVAE`) and then reads the caches
+        without the version check, so the SVI updates between steps do not recompile anything."""
         key = (self.ng_natural._version, self.dirichlet_natural._version, self.ng_natural.data_ptr(),
                self.dirichlet_natural.data_ptr())
         if getattr(self, "_coef_key", None) != key:
@@ -521,6 +518,23 @@ class FactorialMixturePrior(Prior):
                               e_log_pi)
                 self._coef_extra = (padded, e_log_pi_0, e_alpha, psi_a, c)
             self._coef_key = key
+        if global_kl and self._global_kl is None:
+            with torch.no_grad():
+                self._global_kl = self._global_kl_now()
+
+    def _coefficients(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Eq. 6 + E[log pi] as a quadratic in the codes, for the current q(xi) (no gradient):
+
+            log rho_ik = const_ik - 1/2 sum_d E[alpha]_ikd (mu_d^2 + var_d) + sum_d E[alpha m]_ikd mu_d,
+            const_ik = E[log pi_ik] + 1/2 sum_d (E[log alpha] - log 2 pi - 1/s - E[alpha] m^2)_ikd,
+
+        returned as (const [I, K] (-inf at padded slots), E[alpha] [I, D, K], E[alpha] m [I, D, K],
+        E[log pi] [I, K]).  Cached until a buffer changes (:meth:`refresh`), together with the
+        intermediates the global KL reuses (``_global_kl_now``); inside compiled code the caches are
+        read as they are (refreshed before the compiled pass).
+        """
+        if not torch.compiler.is_compiling():
+            self.refresh()
         return self._coef
 
     def _fast_logits(self, m: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -595,13 +609,12 @@ class FactorialMixturePrior(Prior):
         return kz.to(out), kr.to(out), gamma.to(out)
 
     def global_kl_per_point(self, n_data: int) -> Tensor:
-        """(sum_ik KL_NG + sum_i KL_Dir) / N: lines (4d)-(4e) per data point (a 0-d tensor)."""
+        """(sum_ik KL_NG + sum_i KL_Dir) / N: lines (4d)-(4e) per data point (a 0-d tensor), cached
+        with the coefficients, per q(xi) (inside compiled code: as refreshed before the pass)."""
         if n_data < 1:
             raise ValueError(f"n_data must be >= 1, got {n_data}")
-        self._coefficients()
-        if self._global_kl is None:  # cached with the coefficients, per q(xi)
-            with torch.no_grad():
-                self._global_kl = self._global_kl_now()
+        if not torch.compiler.is_compiling():
+            self.refresh(global_kl=True)
         return self._global_kl / n_data
 
     def _hyperprior(self) -> tuple[float, ...]:

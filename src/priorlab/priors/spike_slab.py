@@ -65,7 +65,9 @@ class SpikeSlabNormal(Distribution):
     ``log_prob`` is the density w.r.t. the measure ``delta_0 + Lebesgue``.
     ``rsample`` is the *relaxed* draw of supplement B.1 (never exactly 0, differentiable in all
     parameters); ``sample`` is the exact draw.  ``sharpness`` is ``c`` in ``T(y) = sigmoid(c y)``:
-    the paper ramps it 50 -> 200 during training, the authors' code fixes it at 100 (the default).
+    the paper ramps it 50 -> 200 during training, the authors' code fixes it at 100 (the default);
+    a number, or a 0-d tensor (a schedule kept on the device: changing it neither reads the device
+    nor, under ``torch.compile``, recompiles).
 
     Random draws take an optional ``generator``; without one they use torch's global generator,
     as every ``torch.distributions`` object does (needed when wrapped in ``Independent``).
@@ -84,14 +86,21 @@ class SpikeSlabNormal(Distribution):
         gamma: torch.Tensor | float,
         loc: torch.Tensor | float,
         scale: torch.Tensor | float,
-        sharpness: float = 100.0,
+        sharpness: float | torch.Tensor = 100.0,
         validate_args: bool | None = None,
     ) -> None:
-        if not isinstance(sharpness, Number) or not math.isfinite(sharpness) or sharpness <= 0:
+        if isinstance(sharpness, torch.Tensor):  # a 0-d tensor (a model's schedule buffer): not read here
+            if sharpness.dim() != 0 or not sharpness.is_floating_point():
+                raise ValueError(f"sharpness must be a number or a 0-d float tensor, got shape "
+                                 f"{tuple(sharpness.shape)}, {sharpness.dtype}")
+        elif not isinstance(sharpness, Number) or not math.isfinite(sharpness) or sharpness <= 0:
             raise ValueError(f"sharpness must be a finite positive number, got {sharpness!r}")
         self.gamma, self.loc, self.scale = broadcast_all(gamma, loc, scale)
-        self.sharpness = float(sharpness)
+        self.sharpness = sharpness if isinstance(sharpness, torch.Tensor) else float(sharpness)
         super().__init__(batch_shape=self.loc.shape, validate_args=validate_args)
+        if self._validate_args and isinstance(sharpness, torch.Tensor) and \
+                not bool(torch.isfinite(sharpness) & (sharpness > 0)):
+            raise ValueError(f"sharpness must be a finite positive number, got {float(sharpness)!r}")
 
     @classmethod
     def from_logvar(
@@ -99,7 +108,7 @@ class SpikeSlabNormal(Distribution):
         gamma: torch.Tensor,
         loc: torch.Tensor,
         logvar: torch.Tensor,
-        sharpness: float = 100.0,
+        sharpness: float | torch.Tensor = 100.0,
         validate_args: bool | None = None,
     ) -> "SpikeSlabNormal":
         """Build from the encoder's log-variance ``log sigma^2`` (supplement A.2); ``logvar`` is kept

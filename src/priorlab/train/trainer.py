@@ -43,6 +43,9 @@ from priorlab.io import load_torch, save_torch
 from priorlab.models.protocol import LogValue, Model, NonFiniteLoss, StepContext, TrainingSet, logs_to_floats
 from priorlab.train.live import restore as restore_live, snapshot as snapshot_live
 
+RECOMPILE_LIMIT = 64
+"""Compiled versions dynamo keeps per code object when a model is compiled (:func:`compile_forward`)."""
+
 KILL_ENV = "PRIORLAB_KILL_AT_STEP"
 """Fault injection for the resume test: SIGKILL the process after this step."""
 
@@ -182,6 +185,33 @@ class FiniteRecord:
         return bad, out
 
 
+def compile_forward(model: Model, mode: str) -> None:
+    """``nn.Module.compile`` of ``model``'s forward pass with the inductor options of torch.compile's
+    ``mode`` (AOTAutograd compiles its backward too); the weights, the state dict and the Python side
+    of a step (optimiser, schedules, after-step updates) are untouched.
+
+    Random draws inside the compiled code come from torch's generators as in eager mode (inductor's
+    ``fallback_random``; its own generator would draw other numbers), so a compiled run sees the same
+    noise as an eager one with the same seed and differs from it only by float rounding.  Argument
+    validation of ``torch.distributions`` is off by default while the model trains (dynamo turns it
+    off for the whole process at its first use; :func:`fit` restores the previous default when it
+    returns): the trainer's deferred value checks and its non-finite record stand in for it, as on
+    the eager path.
+
+    Dynamo keeps at most ``recompile_limit`` compiled versions of a code object, and every module's
+    compiled forward shares ``nn.Module._call_impl``'s: a process that compiles several models (the
+    in-process studies, the benchmark, the tests) needs more than the default 8, so the limit is
+    raised to :data:`RECOMPILE_LIMIT`, and reaching it is an error instead of a silent fall back to
+    eager (a compiled run is compiled, or says why not)."""
+    from torch._dynamo import config as dynamo_config
+    from torch._inductor import list_mode_options
+
+    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
+    dynamo_config.fail_on_recompile_limit_hit = True
+    torch.distributions.Distribution.set_default_validate_args(False)
+    model.compile(options={**list_mode_options(mode), "fallback_random": True})
+
+
 def fit(
     model: Model,
     data: TrainingSet,
@@ -265,6 +295,10 @@ def fit(
     logs: dict[str, LogValue] = {}
     final: dict[str, float] = {}
     model.train()
+    validate_default = torch.distributions.Distribution._validate_args
+    compiled = opt.compile != "eager" and model.compilable
+    if compiled:
+        compile_forward(model, opt.compile)
     bar = tqdm(total=opt.steps, initial=start, desc=desc, mininterval=2.0, dynamic_ncols=True)
     try:
         with deferred_value_checks():
@@ -273,6 +307,8 @@ def fit(
                 read_logs = step == opt.steps or (log_step and live is not None)
                 batch = data.batch(sampler.next(), device)
                 model.before_step(step)
+                if compiled:  # CUDA graphs ("reduce-overhead"): a new iteration may reuse the last one's memory
+                    torch.compiler.cudagraph_mark_step_begin()
                 ctx = StepContext(optimizer, kl_weight(step, opt.kl_warmup_steps), wants_logs=read_logs)
                 try:
                     logs = model.train_step(batch, step, ctx)
@@ -310,6 +346,7 @@ def fit(
         bar.close()
         if live is not None:
             live.end()
+        torch.distributions.Distribution.set_default_validate_args(validate_default)
     if checkpoint.is_file():
         checkpoint.unlink()
     model.eval()

@@ -1,0 +1,153 @@
+"""The trainer's ``compile`` option (``OptimParams.compile``): ``nn.Module.compile`` of a gradient
+model's forward pass.  It trains the same model as eager up to float rounding, compiles a bounded
+number of graphs however the schedules move (VSC's λ and c ramps, the factorial mixture prior's SVI
+updates between steps), leaves EM models alone, and gives torch.distributions' default argument
+validation back when it returns (dynamo turns it off for the whole process at its first use)."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from priorlab import gpu_bench
+from priorlab.config import OptimParams, ParamsError, load_params
+from priorlab.train import fit
+
+pytestmark = pytest.mark.slow  # inductor compiles C++ kernels: seconds per graph
+
+
+@pytest.fixture(autouse=True)
+def _restore_validation():
+    validate = torch.distributions.Distribution._validate_args
+    yield
+    torch.distributions.Distribution.set_default_validate_args(validate)
+
+
+def _model(setup: str, model: str, **changes):
+    params = gpu_bench.load_profile()
+    data = gpu_bench.synthetic_dataset(gpu_bench.obs_shape_of(params, setup), 256)
+    spec = replace(params.model(model), **changes)
+    return gpu_bench.build_bound(gpu_bench.shrink_setup(params.setup(setup)), spec, data, "train", seed=0), data
+
+
+def _train(model, data, steps: int, compile: str, workdir, seed: int = 0):
+    opt = OptimParams(steps=steps, batch_size=32, lr=1e-3, checkpoint_every=10**9, log_every=5, seed=seed,
+                      compile=compile)
+    return fit(model, model.training_set(data), opt, checkpoint=workdir / f"{compile}.pt", live_dir=None,
+               fingerprint="compile-test", desc="test")
+
+
+def _weights(model, under: str = "") -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for n, p in model.named_parameters() if n.startswith(under)])
+
+
+def _same_run(a, b, eager, compiled) -> None:
+    """Same noise (inductor's ``fallback_random``), so the logged terms agree to float rounding, and so
+    do the encoder's and decoder's weights (to well under one Adam step, lr = 1e-3)."""
+    for k in ("loss", "log_lik", "kl"):
+        assert b.final_logs[k] == pytest.approx(a.final_logs[k], rel=1e-5, abs=1e-4), k
+    for net in ("encoder.", "decoder."):
+        assert torch.allclose(_weights(eager, net), _weights(compiled, net), rtol=1e-4, atol=5e-5), net
+
+
+def _graphs() -> int:
+    return int(counters["stats"]["unique_graphs"])
+
+
+def test_compiled_vsc_follows_eager_through_its_ramps_with_few_graphs(tmp_path):
+    """λ ramps 0 → 1 and c from c_start to c_end within the run, changing every step.  c is a tensor
+    (the buffer); dynamo specialises on the first λ, makes it a symbolic input at the second, then
+    meets the λ = 1 branch: three graphs, however long the ramps (a recompile per step would hit
+    dynamo's limit of 8).  (The selector's weights are not compared: Adam turns the rounding noise of
+    its near-zero gradients, the normalised weights being scale-free, into steps of ±lr.)"""
+    eager, data = _model("smiley18_vsc", "vsc_smiley", warmup_ramp_steps=12, sharpness_ramp_steps=16,
+                         sharpness_start=60.0, sharpness_end=180.0)
+    compiled, _ = _model("smiley18_vsc", "vsc_smiley", warmup_ramp_steps=12, sharpness_ramp_steps=16,
+                         sharpness_start=60.0, sharpness_end=180.0)
+    assert torch.equal(_weights(eager), _weights(compiled))
+    a = _train(eager, data, 20, "eager", tmp_path)
+    before = _graphs()
+    b = _train(compiled, data, 20, "default", tmp_path)
+    assert 1 <= _graphs() - before <= 4
+    assert compiled.posterior_head._lam == 1.0 and compiled.posterior_head._sharpness == compiled.sharpness_end != compiled.sharpness_start
+    _same_run(a, b, eager, compiled)
+
+
+def test_svi_updates_and_schedules_of_the_factorial_mixture_vae_do_not_recompile(tmp_path):
+    """The semi-supervised factorial mixture VAE: q(xi) changes after every step (SVI for the free
+    factor, first-order steps for the supervised one while Delta > 0), and Delta and the KL[z]
+    up-weighting switch off at steps 4 and 7.  The prior's caches are refreshed eagerly before the
+    compiled pass, the schedules reach it as two floats: a second run on the same model, through
+    both switches, compiles nothing new, and the run follows eager."""
+    changes = dict(delta_steps=4, kl_z_weight_steps=7)
+    eager, data = _model("dsprites", "fmvae_ss", **changes)
+    compiled, _ = _model("dsprites", "fmvae_ss", **changes)
+    assert compiled.supervised and compiled._schedule[0] > 0 and compiled._schedule[1] > 0
+    _train(eager, data, 3, "eager", tmp_path)
+    _train(compiled, data, 3, "default", tmp_path)
+    graphs = _graphs()
+    a = _train(eager, data, 10, "eager", tmp_path, seed=1)
+    b = _train(compiled, data, 10, "default", tmp_path, seed=1)
+    assert compiled._schedule == (0.0, 0.0)
+    assert _graphs() - graphs <= 2  # at most one graph per schedule switch
+    assert int(compiled.svi_count) == int(eager.svi_count) == 13
+    _same_run(a, b, eager, compiled)
+    assert torch.allclose(compiled.prior.ng_natural, eager.prior.ng_natural, rtol=1e-4, atol=1e-6)
+
+
+def test_compiled_run_interrupted_and_resumed_ends_bit_identical(tmp_path):
+    """Exact resume holds for a compiled run: the noise comes from torch's generator
+    (``fallback_random``), whose state the checkpoint carries."""
+    def run(kill_after: int | None):
+        model, data = _model("smiley", "vae")
+        opt = OptimParams(steps=12, batch_size=32, lr=1e-3, checkpoint_every=5, log_every=4, seed=2, compile="default")
+        if kill_after is not None:
+            step = model.train_step
+
+            def killed(batch, i, ctx):
+                if i > kill_after:
+                    raise KeyboardInterrupt
+                return step(batch, i, ctx)
+
+            model.train_step = killed
+            with pytest.raises(KeyboardInterrupt):
+                fit(model, model.training_set(data), opt, checkpoint=tmp_path / "ck.pt", live_dir=None,
+                    fingerprint="resume", desc="test")
+            model, data = _model("smiley", "vae")
+        result = fit(model, model.training_set(data), opt, checkpoint=tmp_path / "ck.pt", live_dir=None,
+                     fingerprint="resume", desc="test")
+        return result, model.state_dict()
+
+    full, a = run(None)
+    resumed, b = run(7)
+    assert full.resumed_from == 0 and resumed.resumed_from == 5
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_em_models_are_not_compiled_and_validation_comes_back(tmp_path):
+    """An EM model (nothing to compile) trains bit-identically with the option; after any compiled
+    run, torch.distributions validates arguments by default again."""
+    from priorlab.config import PPCAParams, SetupParams
+
+    data = gpu_bench.synthetic_dataset((7,), 256)
+    out = []
+    for mode in ("eager", "default"):
+        model = gpu_bench.build_bound(SetupParams(dataset="x", latent_dim=2), PPCAParams(kind="ppca"), data, "train")
+        assert not model.compilable
+        _train(model, data, 3, mode, tmp_path)
+        out.append(model.state_dict())
+    assert out[0].keys() == out[1].keys() and all(torch.equal(out[0][k], out[1][k]) for k in out[0])
+    torch.distributions.Distribution.set_default_validate_args(True)
+    beta_tcvae, data = _model("smiley18", "beta_tcvae")
+    _train(beta_tcvae, data, 2, "default", tmp_path)
+    assert torch.distributions.Distribution._validate_args is True
+
+
+def test_compile_mode_is_checked_when_params_are_read(tmp_path):
+    text = (gpu_bench.ROOT / "profiles" / "tiny.yaml").read_text()
+    assert "\n  compile: eager" in text  # every profile names the option
+    bad = tmp_path / "params.yaml"
+    bad.write_text(text.replace("\n  compile: eager", "\n  compile: off", 1))
+    with pytest.raises(ParamsError, match="compile.*eager"):
+        load_params(bad)
