@@ -13,6 +13,7 @@ from torch._dynamo.utils import counters
 from priorlab import gpu_bench
 from priorlab.config import OptimParams, ParamsError, load_params
 from priorlab.train import fit
+from tests.helpers import crash_at
 
 pytestmark = pytest.mark.slow  # inductor compiles C++ kernels: seconds per graph
 
@@ -55,16 +56,21 @@ def _graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-def test_compiled_vsc_follows_eager_through_its_ramps_with_few_graphs(tmp_path):
+@pytest.mark.parametrize("preset", ["paper", "released_code"])
+def test_compiled_vsc_follows_eager_through_its_ramps_with_few_graphs(tmp_path, preset):
     """λ ramps 0 → 1 and c from c_start to c_end within the run, changing every step.  c is a tensor
     (the buffer); dynamo specialises on the first λ, makes it a symbolic input at the second, then
-    meets the λ = 1 branch: three graphs, however long the ramps (a recompile per step would hit
-    dynamo's limit of 8).  (The selector's weights are not compared: Adam turns the rounding noise of
+    meets the λ = 1 branch: three graphs (one more for the first call's KL lookup, a dict dynamo
+    guards on), however long the ramps (a recompile per step would hit
+    dynamo's limit of 8).  The paper's objective runs the selection-weighted KL as one autograd
+    Function with a hand-written backward, the released code's through autograd: both compile
+    whole.  (The selector's weights are not compared: Adam turns the rounding noise of
     its near-zero gradients, the normalised weights being scale-free, into steps of ±lr.)"""
-    eager, data = _model("smiley18_vsc", "vsc_smiley", warmup_ramp_steps=12, sharpness_ramp_steps=16,
-                         sharpness_start=60.0, sharpness_end=180.0)
-    compiled, _ = _model("smiley18_vsc", "vsc_smiley", warmup_ramp_steps=12, sharpness_ramp_steps=16,
-                         sharpness_start=60.0, sharpness_end=180.0)
+    changes = dict(preset=preset, warmup_ramp_steps=12, sharpness_ramp_steps=16, sharpness_start=60.0,
+                   sharpness_end=180.0)
+    eager, data = _model("smiley18_vsc", "vsc_smiley", **changes)
+    compiled, _ = _model("smiley18_vsc", "vsc_smiley", **changes)
+    assert compiled.paper_objective == (preset == "paper")
     assert torch.equal(_weights(eager), _weights(compiled))
     a = _train(eager, data, 20, "eager", tmp_path)
     before = _graphs()
@@ -103,14 +109,7 @@ def test_compiled_run_interrupted_and_resumed_ends_bit_identical(tmp_path):
         model, data = _model("smiley", "vae")
         opt = OptimParams(steps=12, batch_size=32, lr=1e-3, checkpoint_every=5, log_every=4, seed=2, compile="default")
         if kill_after is not None:
-            step = model.train_step
-
-            def killed(batch, i, ctx):
-                if i > kill_after:
-                    raise KeyboardInterrupt
-                return step(batch, i, ctx)
-
-            model.train_step = killed
+            crash_at(model, kill_after + 1)
             with pytest.raises(KeyboardInterrupt):
                 fit(model, model.training_set(data), opt, checkpoint=tmp_path / "ck.pt", live_dir=None,
                     fingerprint="resume", desc="test")

@@ -368,9 +368,9 @@ class _MixtureKL(torch.autograd.Function):
         right = torch.cat([logvar_u, inv_vu, torch.log(p), torch.log1p(-p)], -1)  # [U, 4J]
         j = gamma.shape[-1]
         d = mu.unsqueeze(1) - mu_u  # [B, U, J]
-        dt = torch.empty(*d.shape[:-1], 2 * j, dtype=d.dtype, device=d.device)  # [D, d / v_u], [B, U, 2J]
-        t = torch.mul(d, inv_vu, out=dt[..., j:])
-        dd = torch.mul(d, t, out=dt[..., :j])  # D = d^2 / v_u
+        t = d * inv_vu
+        dd = d * t  # D = d^2 / v_u
+        dt = torch.cat([dd, t], -1)  # [D, d / v_u], [B, U, 2J] (a cat, not out= views, which torch.compile cannot trace)
         wide = torch.promote_types(gamma.dtype, torch.float64)  # the pieces cancel: sum them in float64
         kl = torch.addmm(a.to(wide).unsqueeze(-1), left.to(wide), right.T.to(wide))
         kl = (kl + torch.bmm(dd, half_g.unsqueeze(-1)).squeeze(-1)).to(gamma.dtype)  # [B, U]

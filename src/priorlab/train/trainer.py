@@ -23,6 +23,10 @@ without a per-step read by :class:`FiniteRecord`: the values of the model's
 steps, before every checkpoint and at the end; the first non-finite one stops
 the run (:class:`TrainingDiverged`, naming its step) before anything else is
 written, so a checkpoint never holds weights trained on a non-finite loss.
+
+With ``compile`` set in the phase's params, a gradient model's forward pass (its loss terms and,
+through AOTAutograd, their backward) runs compiled (:func:`compile_forward`); the rest of the step
+(optimiser, schedules, after-step updates) stays eager.
 """
 
 from __future__ import annotations
