@@ -102,6 +102,31 @@ def test_svi_updates_and_schedules_of_the_factorial_mixture_vae_do_not_recompile
     assert torch.allclose(compiled.prior.ng_natural, eager.prior.ng_natural, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["isa_vae", "isa_factor_vae", "sparse_vae"])
+def test_the_other_gradient_kinds_compile_whole_and_follow_eager(tmp_path, kind):
+    """ISA-VAE (the Lp-nested prior, its exponents trained), FactorVAE (its discriminator outside the
+    compiled pass) and the sparse VAE (Spike-and-Slab-Lasso masks): one graph (two with the first
+    call's KL lookup) and the eager run's terms."""
+    from priorlab.config import load_params
+    from priorlab.experiments.sparse_vae_experiments import setup_for
+
+    cpu = load_params(gpu_bench.ROOT / "profiles" / "cpu.yaml")
+    if kind == "sparse_vae":
+        spec = cpu.model("sparse_vae")
+        setup, shape = setup_for(spec, cpu.sparse_vae_study), (30,)
+    else:
+        spec, setup, shape = cpu.model(kind), gpu_bench.shrink_setup(cpu.setup("dsprites_isa")), (1, 32, 32)
+    data = gpu_bench.synthetic_dataset(shape, 256)
+    runs, models = [], []
+    for mode in ("eager", "default"):
+        model = gpu_bench.build_bound(setup, spec, data, "train")
+        before = _graphs()
+        runs.append(_train(model, data, 8, mode, tmp_path))
+        models.append(model)
+    assert 1 <= _graphs() - before <= 2
+    _same_run(*runs, *models)
+
+
 def test_compiled_run_interrupted_and_resumed_ends_bit_identical(tmp_path):
     """Exact resume holds for a compiled run: the noise comes from torch's generator
     (``fallback_random``), whose state the checkpoint carries."""
