@@ -99,9 +99,10 @@ class SpikeSlabPosterior(nn.Module):
         self._lam, self._sharpness = 1.0, float_like(sharpness, self.sharpness.dtype)  # Python copies (no reads)
 
     def set_schedule(self, lam: float, sharpness: float) -> None:
-        """Set ``λ`` and ``c`` (buffers, saved with the model) and their Python copies, which the forward
-        pass reads instead of the buffers (a read of a device buffer waits for the device).  A buffer
-        already holding the value is left alone (no fill launched once a ramp has ended)."""
+        """Set ``λ`` and ``c`` (buffers, saved with the model) and their Python copies.  The forward pass
+        computes with the buffers and branches on the copy of ``λ`` (reading a device buffer would wait
+        for the device); the copies also tell whether a value changed: a buffer already holding the
+        value is left alone (no fill launched once a ramp has ended)."""
         lam_now, sharp_now = float_like(lam, self.lam.dtype), float_like(sharpness, self.sharpness.dtype)
         if lam_now != self._lam:
             self.lam.fill_(float(lam))

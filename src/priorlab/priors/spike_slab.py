@@ -370,7 +370,7 @@ class _MixtureKL(torch.autograd.Function):
         d = mu.unsqueeze(1) - mu_u  # [B, U, J]
         t = d * inv_vu
         dd = d * t  # D = d^2 / v_u
-        dt = torch.cat([dd, t], -1)  # [D, d / v_u], [B, U, 2J] (a cat, not out= views, which torch.compile cannot trace)
+        dt = torch.cat([dd, t], -1)  # [D, d / v_u], [B, U, 2J]: a cat (torch.compile cannot trace out= views)
         wide = torch.promote_types(gamma.dtype, torch.float64)  # the pieces cancel: sum them in float64
         kl = torch.addmm(a.to(wide).unsqueeze(-1), left.to(wide), right.T.to(wide))
         kl = (kl + torch.bmm(dd, half_g.unsqueeze(-1)).squeeze(-1)).to(gamma.dtype)  # [B, U]
