@@ -102,6 +102,32 @@ def test_svi_updates_and_schedules_of_the_factorial_mixture_vae_do_not_recompile
     assert torch.allclose(compiled.prior.ng_natural, eager.prior.ng_natural, rtol=1e-4, atol=1e-6)
 
 
+def test_the_first_order_update_compiles_into_one_graph_and_follows_eager():
+    """Compiling the factorial mixture VAE compiles its prior's first-order update of section 2.5
+    (the semi-supervised factor's after-step work, ~500 eager ops) too: one graph for every step
+    (the Adam step count and the batch change, the shapes do not), the eager steps' values."""
+    import copy
+
+    from tests.helpers import gen
+    from tests.test_fmvae import first_order_case
+
+    model = first_order_case(gen(3))[0]
+    eager = copy.deepcopy(model.prior)
+    model.compile(options={"fallback_random": True})
+    before = _graphs()
+    for step in range(4):  # a new batch each step
+        _, mu, var, labels, _ = first_order_case(gen(10 + step))
+        gamma = eager.responsibilities(mu, var, labels)
+        args = (mu, var, gamma, 500, [0], 1e-2)
+        a = eager.first_order_step(*args, labels=labels, delta=3.0)
+        b = model.prior.first_order_step(*args, labels=labels, delta=3.0)
+        torch.testing.assert_close(b, a)
+        for name in ("ng_natural", "dirichlet_natural", "fo_ng_moments", "fo_dir_moments"):
+            torch.testing.assert_close(getattr(model.prior, name), getattr(eager, name), msg=f"{name}, step {step}")
+        assert _graphs() - before == 1
+    assert model.prior.fo_steps.tolist() == [4, 0]
+
+
 @pytest.mark.parametrize("kind", ["isa_vae", "isa_factor_vae", "sparse_vae"])
 def test_the_other_gradient_kinds_compile_whole_and_follow_eager(tmp_path, kind):
     """ISA-VAE (the Lp-nested prior, its exponents trained), FactorVAE (its discriminator outside the

@@ -188,14 +188,19 @@ def test_semi_supervised_cross_entropy_gradient():
     assert "semi_supervised_ce" not in model.terms(x, lab).extra  # Delta is a joint-training term
 
 
-def test_first_order_objective_matches_the_elbo_terms_and_the_step_ascends():
-    g = gen(10)
+def first_order_case(g: torch.Generator):
+    """Two factors (K = 3 and 2, so factor 1 has a padded slot) with a random q(xi), 20 codes, factor 0
+    labelled on three rows in four, and the E-step responsibilities: ``(model, mu, var, labels, gamma)``."""
     model = fm_model(latent_dim=4, num_factors=2, num_components=[3, 2])
-    prior = model.prior
-    set_random_posterior(prior, g)
+    set_random_posterior(model.prior, g)
     mu, var = gaussian_q(20, 4, g)
     labels = model.clamp_of(torch.tensor([0, 1, 2, -1] * 5))
-    gamma = prior.responsibilities(mu, var, labels)
+    return model, mu, var, labels, model.prior.responsibilities(mu, var, labels)
+
+
+def test_first_order_objective_matches_the_elbo_terms_and_the_step_ascends():
+    model, mu, var, labels, gamma = first_order_case(gen(10))
+    prior = model.prior
     terms = prior.kl_terms(mu, var, gamma, 500)
     ce = prior.cross_entropy(mu, var, labels)
     p, c = prior.posterior_params(), prior.pseudo_counts()
@@ -213,6 +218,34 @@ def test_first_order_objective_matches_the_elbo_terms_and_the_step_ascends():
     assert int(prior.fo_steps[0]) == 5 and int(prior.fo_steps[1]) == 0
     with pytest.raises(ValueError, match="factors"):
         prior.first_order_step(mu, var, gamma, 500, [2], lr=1e-3)
+
+
+def test_first_order_step_is_adams_first_step_on_the_autograd_gradient():
+    """From zero moments, bias-corrected Adam's first step is lr * g / (|g| + eps) per coordinate:
+    the step of section 2.5 in u = (m, log s, log a, log b) and log c, with g the gradient of F / N
+    taken here by plain autograd (the update takes it with torch.func).  Padded slots stay put."""
+    model, mu, var, labels, gamma = first_order_case(gen(11))
+    prior = model.prior
+    p, c = prior.posterior_params(), prior.pseudo_counts()
+    u = torch.stack([p.m, p.s.log(), p.a.log(), p.b.log()], -1).requires_grad_()
+    log_c = c.log().requires_grad_()
+    params = NormalGammaParams(u[..., 0], u[..., 1].exp(), u[..., 2].exp(), u[..., 3].exp())
+    obj = first_order_objective(mu.view(20, 2, 2), var.view(20, 2, 2), gamma, 500, params, log_c.exp(),
+                                prior.prior_params(), prior.prior_pseudo_count, prior.component_mask, labels, delta=3.0)
+    g_u, g_c = torch.autograd.grad(obj, (u, log_c))
+    before_nat, before_dir = prior.ng_natural.clone(), prior.dirichlet_natural.clone()
+    lr = 1e-3
+    returned = prior.first_order_step(mu, var, gamma, 500, [0, 1], lr=lr, labels=labels, delta=3.0)
+    torch.testing.assert_close(returned, obj.detach())
+    q = prior.posterior_params()
+    mask = prior.component_mask
+    u_new = torch.stack([q.m, q.s.log(), q.a.log(), q.b.log()], -1)
+    torch.testing.assert_close(u_new[mask], (u + lr * g_u / (g_u.abs() + 1e-8)).detach()[mask])
+    torch.testing.assert_close(prior.pseudo_counts().log()[mask], (log_c + lr * g_c / (g_c.abs() + 1e-8)).detach()[mask])
+    assert (g_u[mask].abs() > 1e-6).float().mean() > 0.9  # most coordinates move by a full lr
+    assert torch.equal(prior.ng_natural[~mask], before_nat[~mask])
+    assert torch.equal(prior.dirichlet_natural[~mask], before_dir[~mask])
+    assert prior.fo_steps.tolist() == [1, 1]
 
 
 # ----------------------------------------------------------------- SVI inside the training loop

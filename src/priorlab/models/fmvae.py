@@ -149,6 +149,12 @@ class FactorialMixtureVAE(VAE):
         self.prior.refresh(global_kl=True)
         return self.terms(x, labels)
 
+    def compile(self, *args, **kwargs) -> None:
+        """``nn.Module.compile`` of the forward pass, and the prior's first-order update of section 2.5
+        (:meth:`FactorialMixturePrior.compile`), the semi-supervised model's after-step work."""
+        super().compile(*args, **kwargs)
+        self.prior.compile(*args, **kwargs)
+
     # -- the prior of a batch -------------------------------------------------------------
     def clamp_of(self, labels: Tensor | None) -> Tensor | None:
         """[B, I] clamp (factor 0 = the labels, others free) from data-factor labels [B]."""

@@ -175,8 +175,9 @@ class Model(nn.Module, abc.ABC):
 
     compilable: bool = False
     """True when :meth:`train_step` runs the differentiable part of a step as the model's forward pass,
-    ``self(...)``: the trainer then compiles it (``nn.Module.compile``) when the phase's ``compile``
-    asks for it.  Models fitted by EM have nothing to compile."""
+    ``self(...)``: the trainer then calls the model's ``compile`` (``nn.Module.compile``, which a
+    model may extend to more of its step) when the phase's ``compile`` asks for it.  Models fitted by
+    EM have nothing to compile."""
 
     finite_keys: tuple[str, ...] = ("loss",)
     """Logged values the trainer checks for NaN / inf after every step (those a step returns)."""

@@ -179,6 +179,64 @@ def first_order_objective(
     return obj
 
 
+def first_order_update(
+    mu: Tensor,
+    var: Tensor,
+    gamma: Tensor,
+    labels: Tensor | None,
+    idx: Tensor,
+    ng_natural: Tensor,
+    dirichlet_natural: Tensor,
+    prior_natural: Tensor,
+    c0: Tensor,
+    component_mask: Tensor,
+    ng_moments: Tensor,
+    dir_moments: Tensor,
+    t: Tensor,
+    n_data: float,
+    lr: float,
+    delta: float,
+    betas: tuple[float, float],
+    eps: float,
+) -> tuple[Tensor, Tensor, Tensor, tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """Section 2.5's first-order step for the factors ``idx``, as a pure function (what
+    :meth:`FactorialMixturePrior.first_order_step` writes back, and what its ``compile`` compiles).
+
+    The gradient of ``first_order_objective`` (F / N) in u = (m, log s, log a, log b) and log c, then
+    one Adam ascent step with bias correction at the factors' step counts ``t`` (already incremented).
+    mu, var: [B, I, D]; gamma: [B, I, K]; labels: [B, len(idx)] or None.  Returns (F / N before the
+    step, the factors' new Normal-Gamma natural parameters [len(idx), K, D, 4] and Dirichlet natural
+    parameters [len(idx), K] (padded slots unchanged), their first and second Adam moments).
+    """
+    p, c = ng.natural_to_mean(ng_natural, validate=False), dirichlet.natural_to_mean(dirichlet_natural)
+    u = torch.stack([p.m, p.s.log(), p.a.log(), p.b.log()], -1)[idx]
+    log_c = c[idx].log()
+    mask = component_mask[idx]
+    prior = ng.natural_to_mean(prior_natural, validate=False)
+
+    def objective(u: Tensor, log_c: Tensor) -> Tensor:
+        params = NormalGammaParams(u[..., 0], u[..., 1].exp(), u[..., 2].exp(), u[..., 3].exp())
+        return first_order_objective(mu[:, idx], var[:, idx], gamma[:, idx], n_data, params, log_c.exp(), prior,
+                                     c0, mask, labels, delta)
+
+    (g_u, g_c), obj = torch.func.grad_and_value(objective, argnums=(0, 1))(u, log_c)
+    b1, b2 = betas
+
+    def adam(moments: Tensor, grad: Tensor, shape: tuple[int, ...]) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        m1 = b1 * moments[0, idx] + (1 - b1) * grad
+        m2 = b2 * moments[1, idx] + (1 - b2) * grad * grad
+        bc1, bc2 = (1 - b1**t).view(shape), (1 - b2**t).view(shape)
+        return lr * (m1 / bc1) / (torch.sqrt(m2 / bc2) + eps), (m1, m2)
+
+    step_u, ng_m = adam(ng_moments, g_u, (-1, 1, 1, 1))
+    step_c, dir_m = adam(dir_moments, g_c, (-1, 1))
+    new_u, new_log_c = u + step_u, log_c + step_c
+    new_nat = ng.mean_to_natural(NormalGammaParams(new_u[..., 0], new_u[..., 1].exp(), new_u[..., 2].exp(), new_u[..., 3].exp()))
+    nat = torch.where(mask[..., None, None], new_nat, ng_natural[idx])
+    dir_nat = torch.where(mask, dirichlet.mean_to_natural(new_log_c.exp()), dirichlet_natural[idx])
+    return obj, nat, dir_nat, ng_m, dir_m
+
+
 def kmeans(x: Tensor, k: int, generator: torch.Generator, n_iter: int = 100) -> tuple[Tensor, Tensor]:
     """Lloyd's k-means with k-means++ seeding drawn from ``generator``.  Returns (centres [k, D], labels [n]).
 
@@ -357,7 +415,14 @@ class FactorialMixturePrior(Prior):
         self.register_buffer("fo_dir_moments", torch.zeros(2, I, K, dtype=dtype))
         self.register_buffer("fo_steps", torch.zeros(I, dtype=torch.long))
         self._factor_index_cache: dict = {}
+        self._first_order_update = first_order_update  # torch.compile'd by :meth:`compile`
         self._hyperprior()  # the hyperprior as numbers, read now while the buffers are on the CPU
+
+    def compile(self, *args, **kwargs) -> None:
+        """``torch.compile`` (same arguments) of the first-order update of section 2.5
+        (:func:`first_order_update`: the objective, its gradient and the Adam step in one graph, some
+        500 kernel launches a step in eager mode).  The prior has no forward pass to compile."""
+        self._first_order_update = torch.compile(first_order_update, *args, **kwargs)
 
     # ------------------------------------------------------------------ info
     @property
@@ -694,35 +759,18 @@ class FactorialMixturePrior(Prior):
         m, v, _ = self._codes(mu.detach().to(work), var.detach().to(work))
         g = self._gamma(gamma.detach(), m.shape[0], work)
         lab = None if labels is None else self._labels(labels, m.shape[0], "labels")[:, idx]
-        p, c = self.posterior_params(), self.pseudo_counts()
-        u = torch.stack([p.m, p.s.log(), p.a.log(), p.b.log()], -1)[idx].clone().requires_grad_()
-        log_c = c[idx].log().clone().requires_grad_()
-        mask = self.component_mask[idx]
-        with torch.enable_grad():
-            params = NormalGammaParams(u[..., 0], u[..., 1].exp(), u[..., 2].exp(), u[..., 3].exp())
-            obj = first_order_objective(
-                m[:, idx], v[:, idx], g[:, idx], n_data, params, log_c.exp(), self.prior_params(),
-                self.prior_pseudo_count, mask, lab, delta,
-            )
-            g_u, g_c = torch.autograd.grad(obj, (u, log_c))
-        b1, b2 = betas
+        if value_checks_enabled():  # q(xi) and the hyperprior valid (the update reads them unchecked)
+            self.posterior_params(), self.prior_params()
         self.fo_steps[idx] += 1
         t = self.fo_steps[idx].to(work)
-
-        def adam(moments: Tensor, grad: Tensor, shape: tuple[int, ...]) -> Tensor:
-            m1 = b1 * moments[0, idx] + (1 - b1) * grad
-            m2 = b2 * moments[1, idx] + (1 - b2) * grad * grad
-            moments[0, idx], moments[1, idx] = m1, m2
-            bc1, bc2 = (1 - b1**t).view(shape), (1 - b2**t).view(shape)
-            return lr * (m1 / bc1) / (torch.sqrt(m2 / bc2) + eps)
-
-        new_u = u.detach() + adam(self.fo_ng_moments, g_u, (-1, 1, 1, 1))
-        new_log_c = log_c.detach() + adam(self.fo_dir_moments, g_c, (-1, 1))
-        new_nat = ng.mean_to_natural(NormalGammaParams(new_u[..., 0], new_u[..., 1].exp(), new_u[..., 2].exp(), new_u[..., 3].exp()))
-        m3 = mask[..., None, None]
-        self.ng_natural[idx] = torch.where(m3, new_nat, self.ng_natural[idx])
-        self.dirichlet_natural[idx] = torch.where(mask, dirichlet.mean_to_natural(new_log_c.exp()), self.dirichlet_natural[idx])
-        return obj.detach()
+        obj, nat, dir_nat, ng_moments, dir_moments = self._first_order_update(
+            m, v, g, lab, idx, self.ng_natural, self.dirichlet_natural, self.prior_natural, self.prior_pseudo_count,
+            self.component_mask, self.fo_ng_moments, self.fo_dir_moments, t, n_data, lr, delta, betas, eps)
+        self.fo_ng_moments[0, idx], self.fo_ng_moments[1, idx] = ng_moments
+        self.fo_dir_moments[0, idx], self.fo_dir_moments[1, idx] = dir_moments
+        self.ng_natural[idx] = nat
+        self.dirichlet_natural[idx] = dir_nat
+        return obj
 
     # ------------------------------------------------------------------- SVI
     @torch.no_grad()

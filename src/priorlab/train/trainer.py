@@ -25,8 +25,9 @@ the run (:class:`TrainingDiverged`, naming its step) before anything else is
 written, so a checkpoint never holds weights trained on a non-finite loss.
 
 With ``compile`` set in the phase's params, a gradient model's forward pass (its loss terms and,
-through AOTAutograd, their backward) runs compiled (:func:`compile_forward`); the rest of the step
-(optimiser, schedules, after-step updates) stays eager.
+through AOTAutograd, their backward) runs compiled (:func:`compile_forward`), with whatever else
+the model's ``compile`` adds (the factorial mixture VAE: its prior's first-order update); the rest
+of the step (optimiser, schedules, other after-step updates) stays eager.
 """
 
 from __future__ import annotations
@@ -190,9 +191,10 @@ class FiniteRecord:
 
 
 def compile_forward(model: Model, mode: str) -> None:
-    """``nn.Module.compile`` of ``model``'s forward pass with the inductor options of torch.compile's
-    ``mode`` (AOTAutograd compiles its backward too); the weights, the state dict and the Python side
-    of a step (optimiser, schedules, after-step updates) are untouched.
+    """``model.compile``: ``nn.Module.compile`` of its forward pass with the inductor options of
+    torch.compile's ``mode`` (AOTAutograd compiles its backward too), and whatever a model's override
+    adds (:meth:`FactorialMixtureVAE.compile`: the prior's first-order update); the weights, the
+    state dict and the Python side of a step (optimiser, schedules) are untouched.
 
     Random draws inside the compiled code come from torch's generators as in eager mode (inductor's
     ``fallback_random``; its own generator would draw other numbers), so a compiled run sees the same
