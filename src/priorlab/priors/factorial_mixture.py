@@ -204,7 +204,9 @@ def first_order_update(
 
     The gradient of ``first_order_objective`` (F / N) in u = (m, log s, log a, log b) and log c, then
     one Adam ascent step with bias correction at the factors' step counts ``t`` (already incremented).
-    mu, var: [B, I, D]; gamma: [B, I, K]; labels: [B, len(idx)] or None.  Returns (F / N before the
+    mu, var: [B, len(idx), D]; gamma: [B, len(idx), K]; labels: [B, len(idx)] or None (the batch's
+    values at the factors ``idx``, indexed by the caller: torch 2.11's C++ inductor backend miscompiles
+    that gather inside the graph; the prior's buffers whole).  Returns (F / N before the
     step, the factors' new Normal-Gamma natural parameters [len(idx), K, D, 4] and Dirichlet natural
     parameters [len(idx), K] (padded slots unchanged), their first and second Adam moments).
     """
@@ -216,8 +218,7 @@ def first_order_update(
 
     def objective(u: Tensor, log_c: Tensor) -> Tensor:
         params = NormalGammaParams(u[..., 0], u[..., 1].exp(), u[..., 2].exp(), u[..., 3].exp())
-        return first_order_objective(mu[:, idx], var[:, idx], gamma[:, idx], n_data, params, log_c.exp(), prior,
-                                     c0, mask, labels, delta)
+        return first_order_objective(mu, var, gamma, n_data, params, log_c.exp(), prior, c0, mask, labels, delta)
 
     (g_u, g_c), obj = torch.func.grad_and_value(objective, argnums=(0, 1))(u, log_c)
     b1, b2 = betas
@@ -763,9 +764,10 @@ class FactorialMixturePrior(Prior):
             self.posterior_params(), self.prior_params()
         self.fo_steps[idx] += 1
         t = self.fo_steps[idx].to(work)
-        obj, nat, dir_nat, ng_moments, dir_moments = self._first_order_update(
-            m, v, g, lab, idx, self.ng_natural, self.dirichlet_natural, self.prior_natural, self.prior_pseudo_count,
-            self.component_mask, self.fo_ng_moments, self.fo_dir_moments, t, n_data, lr, delta, betas, eps)
+        obj, nat, dir_nat, ng_moments, dir_moments = self._first_order_update(  # the batch indexed here (see first_order_update)
+            m[:, idx], v[:, idx], g[:, idx], lab, idx, self.ng_natural, self.dirichlet_natural, self.prior_natural,
+            self.prior_pseudo_count, self.component_mask, self.fo_ng_moments, self.fo_dir_moments, t, n_data, lr,
+            delta, betas, eps)
         self.fo_ng_moments[0, idx], self.fo_ng_moments[1, idx] = ng_moments
         self.fo_dir_moments[0, idx], self.fo_dir_moments[1, idx] = dir_moments
         self.ng_natural[idx] = nat
