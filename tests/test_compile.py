@@ -4,6 +4,7 @@ number of graphs however the schedules move (VSC's λ and c ramps, the factorial
 updates between steps), leaves EM models alone, and gives torch.distributions' default argument
 validation back when it returns (dynamo turns it off for the whole process at its first use)."""
 
+import copy
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,8 @@ from torch._dynamo.utils import counters
 from priorlab import gpu_bench
 from priorlab.config import OptimParams, ParamsError, load_params
 from priorlab.train import fit
-from tests.helpers import crash_at
+from tests.helpers import crash_at, gen
+from tests.test_fmvae import first_order_case
 
 pytestmark = pytest.mark.slow  # inductor compiles C++ kernels: seconds per graph
 
@@ -106,11 +108,6 @@ def test_the_first_order_update_compiles_into_one_graph_and_follows_eager():
     """Compiling the factorial mixture VAE compiles its prior's first-order update of section 2.5
     (the semi-supervised factor's after-step work, ~500 eager ops) too: one graph for every step
     (the Adam step count and the batch change, the shapes do not), the eager steps' values."""
-    import copy
-
-    from tests.helpers import gen
-    from tests.test_fmvae import first_order_case
-
     model = first_order_case(gen(3))[0]
     eager = copy.deepcopy(model.prior)
     model.compile(options={"fallback_random": True})

@@ -742,14 +742,15 @@ class FactorialMixturePrior(Prior):
         delta: float = 0.0,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-    ) -> float:
+    ) -> Tensor:
         """Section 2.5: one first-order ascent step on F / N (``first_order_objective``) for ``factors``.
 
         While Delta > 0 the factors touched by the cross-entropy of eq. 8 have no closed-form
         natural gradient; they are moved by Adam (Kingma & Ba 2015) in the mean parameterisation,
         taken unconstrained as u = (m, log s, log a, log b) and log c.  The Adam moments and step
         counts are buffers (checkpointed with the module).  Returns the objective before the step (a 0-d
-        tensor on the prior's device: nothing is read back).
+        tensor on the prior's device: nothing is read back; a copy, which a compiled update's next run
+        under CUDA graphs does not overwrite).
         """
         if n_data < 1:
             raise ValueError(f"n_data must be >= 1, got {n_data}")
@@ -761,7 +762,8 @@ class FactorialMixturePrior(Prior):
         g = self._gamma(gamma.detach(), m.shape[0], work)
         lab = None if labels is None else self._labels(labels, m.shape[0], "labels")[:, idx]
         if value_checks_enabled():  # q(xi) and the hyperprior valid (the update reads them unchecked)
-            self.posterior_params(), self.prior_params()
+            self.posterior_params()
+            self.prior_params()
         self.fo_steps[idx] += 1
         t = self.fo_steps[idx].to(work)
         obj, nat, dir_nat, ng_moments, dir_moments = self._first_order_update(  # the batch indexed here (see first_order_update)
@@ -772,7 +774,7 @@ class FactorialMixturePrior(Prior):
         self.fo_dir_moments[0, idx], self.fo_dir_moments[1, idx] = dir_moments
         self.ng_natural[idx] = nat
         self.dirichlet_natural[idx] = dir_nat
-        return obj
+        return obj.clone()
 
     # ------------------------------------------------------------------- SVI
     @torch.no_grad()
