@@ -60,14 +60,16 @@ def test_tiny_dry_run_without_dvc_or_dvclive(tmp_path):
 
 @pytest.mark.slow
 def test_compile_section_times_fit_with_the_trainers_compile_option():
-    """--compile: (a) with ``OptimParams.compile`` set, one case, one round on the CPU."""
+    """--compile with --adam fused (the prepared GPU check): (a) with ``OptimParams.compile`` and
+    ``adam_impl`` set, one case, one round on the CPU."""
     import torch
 
     validate = torch.distributions.Distribution._validate_args
     cases = {"beta_tcvae_mlp3000_smiley": gpu_bench.STEP_CASES["beta_tcvae_mlp3000_smiley"]}
-    rows = gpu_bench.step_table(torch.device("cpu"), tiny=True, rounds=1, cases=cases, compile="default")
+    rows = gpu_bench.step_table(torch.device("cpu"), tiny=True, rounds=1, cases=cases, compile="default",
+                                 adam_impl="fused")
     row = rows["beta_tcvae_mlp3000_smiley"]
-    assert row["compile"] == "default" and row["graphs_compiled"] >= 1
+    assert row["compile"] == "default" and row["adam_impl"] == "fused" and row["graphs_compiled"] >= 1
     assert row["trainer_ms"] > 0 and row["plain_ms"] > 0
     assert torch.distributions.Distribution._validate_args is validate  # fit gives the default back
 
@@ -80,3 +82,5 @@ def test_op_counts_of_a_step_show_the_models_extra_work():
     assert vae["plain_ops"] == vsc["plain_ops"] > 0  # same nets: the same plain loop
     assert vae["plain_ops"] <= vae["ops"] <= 1.15 * vae["plain_ops"]
     assert vsc["ops"] > 1.5 * vsc["plain_ops"]
+    for row in (vae, vsc):  # fused Adam: one kernel per parameter group instead of ~10 foreach ops each
+        assert row["fused_adam"] <= row["ops"] - 20

@@ -11,8 +11,8 @@ import torch
 from priorlab.config import OptimParams
 from priorlab.io import load_torch
 from priorlab.train import TrainingDiverged, fit, kl_weight
-from priorlab.train.trainer import KILL_ENV, BatchSampler
-from tests.helpers import as_training_set, tiny_data, tiny_model
+from priorlab.train.trainer import ADAM_IMPLS, KILL_ENV, BatchSampler, adam
+from tests.helpers import as_training_set, crash_at, tiny_data, tiny_model
 
 OPT = OptimParams(steps=40, batch_size=32, lr=1e-2, checkpoint_every=10, log_every=5, seed=3)
 
@@ -180,6 +180,54 @@ def test_killed_cuda_run_resumes_to_the_same_weights(tmp_path):
     proc, ckpt, out = run("k")
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     reference, resumed = torch.load(ref_out), torch.load(out)
+    assert all(torch.equal(reference[k], resumed[k]) for k in reference)
+
+
+def test_adam_impl_picks_torchs_implementation_with_the_same_update_rule(tmp_path):
+    """``adam_impl`` reaches ``torch.optim.Adam``; every implementation trains the same weights up to
+    rounding, and ``auto`` is the loop over parameters on the CPU, bit for bit (so the CPU outputs
+    of the profiles, all ``auto``, are what they were before the option)."""
+    groups = tiny_model().param_groups(OPT.lr)
+    flags = {impl: adam(groups, OptimParams(**{**OPT.__dict__, "adam_impl": impl})).defaults for impl in ADAM_IMPLS}
+    assert flags["fused"]["fused"] and flags["foreach"]["foreach"] and flags["for-loop"]["foreach"] is False
+    assert not flags["auto"]["fused"] and flags["auto"]["foreach"] is None
+    assert adam([], OPT) is None
+    weights = {impl: _train(tmp_path, impl, OptimParams(**{**OPT.__dict__, "adam_impl": impl})) for impl in ADAM_IMPLS}
+    loop = weights["for-loop"]
+    assert all(torch.equal(weights["auto"][k], loop[k]) for k in loop)
+    for impl in ("foreach", "fused"):
+        assert all(torch.allclose(weights[impl][k], loop[k], rtol=1e-4, atol=1e-5) for k in loop), impl
+    assert not all(torch.allclose(weights["fused"][k], _train(tmp_path, "lr", OptimParams(
+        **{**OPT.__dict__, "lr": 2e-2}))[k], rtol=1e-4, atol=1e-5) for k in loop)  # the tolerance sees a change
+
+
+def test_adam_impl_is_checked_when_params_are_read(tmp_path):
+    from priorlab.config import ParamsError, load_params
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for profile in ("cpu", "paper", "tiny"):  # every profile names the option
+        text = open(os.path.join(root, "profiles", f"{profile}.yaml")).read()
+        assert text.count("\n  adam_impl: auto") == 2, profile
+    bad = tmp_path / "params.yaml"
+    bad.write_text(text.replace("\n  adam_impl: auto", "\n  adam_impl: fast", 1))
+    with pytest.raises(ParamsError, match="adam_impl: unknown value 'fast'; allowed: auto, for-loop, foreach, fused"):
+        load_params(bad)
+
+
+def test_fused_adam_run_killed_and_resumed_ends_bit_identical(tmp_path):
+    """The fused implementation keeps its step counts as tensors on the parameters' device; they come
+    back from the checkpoint with the moments."""
+    opt = OptimParams(**{**OPT.__dict__, "adam_impl": "fused"})
+    reference = _train(tmp_path, "ref", opt)
+    model = tiny_model()
+    crash_at(model, 26)
+    with pytest.raises(KeyboardInterrupt):
+        fit(model, as_training_set(tiny_data()), opt, checkpoint=tmp_path / "k.pt", live_dir=None, fingerprint="fp")
+    model = tiny_model()
+    result = fit(model, as_training_set(tiny_data()), opt, checkpoint=tmp_path / "k.pt", live_dir=None,
+                 fingerprint="fp")
+    assert result.resumed_from == 20
+    resumed = model.state_dict()
     assert all(torch.equal(reference[k], resumed[k]) for k in reference)
 
 

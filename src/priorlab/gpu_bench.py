@@ -31,11 +31,13 @@ shrinks nets, data and step counts for a dry run on a CPU.  Sections, each writt
 :func:`step_table` and :func:`paper_gpu_hours` are the GPU section of ``make bench``
 (:mod:`priorlab.bench`).
 
-Two narrower modes: ``--ops`` counts the aten ops of one training step per case and of the plain
-loop (on the CPU, no GPU needed: each op is a kernel launch on a GPU) into ``DIR/step_ops.json``;
-``--compile [MODE[,MODE]]`` runs only (a), eager and then with the trainer's ``compile`` option
-(``OptimParams.compile``: ``nn.Module.compile`` of the model's forward pass) in each torch.compile
-mode (default "default"; section ``step_compiled.<mode>``), cases in the order of ``--cases``.
+Two narrower modes: ``--ops`` counts the aten ops of one training step per case (with torch's CUDA
+default, foreach Adam, and with fused Adam) and of the plain loop (on the CPU, no GPU needed: each
+op is a kernel launch on a GPU) into ``DIR/step_ops.json``; ``--compile [MODE[,MODE]]`` runs only
+(a), eager and then with the trainer's ``compile`` option (``OptimParams.compile``:
+``nn.Module.compile`` of the model's forward pass) in each torch.compile mode (default "default";
+section ``step_compiled.<mode>``), cases in the order of ``--cases``.  ``--adam IMPL`` sets the
+trainer's ``adam_impl`` in (a) (the plain loop keeps torch's default Adam).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from priorlab.config import EvaluateParams, ModelParams, OptimParams, Params, Se
 from priorlab.data.store import Dataset
 from priorlab.models import build_model
 from priorlab.train import fit, fit_prior
+from priorlab.train.trainer import ADAM_IMPLS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER_PROFILE = ROOT / "profiles" / "paper.yaml"
@@ -164,10 +167,10 @@ def build_bound(setup: SetupParams, spec: ModelParams, data: Dataset, phase: str
 
 
 def fit_seconds(model, data: Dataset, steps: int, device: torch.device, workdir: Path, batch: int = 64,
-                log_every: int = 500, compile: str = "eager") -> float:
+                log_every: int = 500, compile: str = "eager", adam_impl: str = "auto") -> float:
     """Wall seconds of one ``fit`` call of ``steps`` steps (no checkpoint written, no curves)."""
     opt = OptimParams(steps=steps, batch_size=batch, lr=1e-4, checkpoint_every=10**9, log_every=log_every, seed=0,
-                      compile=compile)
+                      compile=compile, adam_impl=adam_impl)
     sync(device)
     t0 = time.perf_counter()
     fit(model, model.training_set(data), opt, checkpoint=workdir / "bench_ck.pt", live_dir=None,
@@ -214,26 +217,27 @@ class PlainLoop:
 
 
 def trainer_vs_plain(model, data: Dataset, device: torch.device, workdir: Path, short: int, long: int,
-                     rounds: int, warmup: int, compile: str = "eager") -> dict:
+                     rounds: int, warmup: int, compile: str = "eager", adam_impl: str = "auto") -> dict:
     """ms/step of ``fit`` (difference of a ``long`` and a ``short`` run) and of :class:`PlainLoop`
-    (``long - short`` steps), ``rounds`` interleaved rounds after ``warmup`` steps of each; ``compile``:
-    the trainer's option of that name (the compile time is in the warm-up, reported as ``warmup_s``,
-    with the number of graphs dynamo compiled; the plain loop stays eager)."""
+    (``long - short`` steps), ``rounds`` interleaved rounds after ``warmup`` steps of each; ``compile``
+    and ``adam_impl``: the trainer's options of those names (the compile time is in the warm-up,
+    reported as ``warmup_s``, with the number of graphs dynamo compiled; the plain loop stays eager,
+    with torch's default Adam)."""
     plain = PlainLoop(model, data, device)
     graphs = _dynamo_graphs()
     t0 = time.perf_counter()
-    fit_seconds(model, data, warmup, device, workdir, compile=compile)
+    fit_seconds(model, data, warmup, device, workdir, compile=compile, adam_impl=adam_impl)
     warmup_s = time.perf_counter() - t0
     plain.seconds(warmup)
     ours, base = [], []
     n = long - short
     for _ in range(rounds):
-        ours.append(1e3 * (fit_seconds(model, data, long, device, workdir, compile=compile) -
-                           fit_seconds(model, data, short, device, workdir, compile=compile)) / n)
+        ours.append(1e3 * (fit_seconds(model, data, long, device, workdir, compile=compile, adam_impl=adam_impl) -
+                           fit_seconds(model, data, short, device, workdir, compile=compile, adam_impl=adam_impl)) / n)
         base.append(1e3 * plain.seconds(n) / n)
     t, p = float(np.median(ours)), float(np.median(base))
     return {"trainer_ms": t, "plain_ms": p, "ratio": t / p, "trainer_rounds_ms": ours, "plain_rounds_ms": base,
-            "compile": compile, "warmup_s": round(warmup_s, 2), "graphs_compiled": _dynamo_graphs() - graphs}
+            "compile": compile, "adam_impl": adam_impl, "warmup_s": round(warmup_s, 2), "graphs_compiled": _dynamo_graphs() - graphs}
 
 
 def _dynamo_graphs() -> int:
@@ -255,17 +259,18 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def step_ops(model, data: Dataset, batch: int = 64, steps: int = 3) -> int:
+def step_ops(model, data: Dataset, batch: int = 64, steps: int = 3, adam_impl: str = "foreach") -> int:
     """aten ops dispatched by the last of ``steps`` training steps of ``model`` (forward, backward,
-    Adam with ``foreach`` as on CUDA, the model's after-step updates), counted on the CPU: each is a
-    kernel launch on a GPU, the cost that dominates a small-batch step there."""
+    Adam in ``adam_impl``, by default ``foreach`` as torch picks on CUDA, the model's after-step
+    updates), counted on the CPU: each is a kernel launch on a GPU, the cost that dominates a
+    small-batch step there."""
     from priorlab.device import deferred_value_checks
     from priorlab.models.protocol import StepContext
-    from priorlab.train.trainer import BatchSampler
+    from priorlab.train.trainer import BatchSampler, adam
 
     ts = model.training_set(data)
-    groups = model.param_groups(1e-4)
-    optimizer = torch.optim.Adam(groups, lr=1e-4, foreach=True) if groups else None
+    optimizer = adam(model.param_groups(1e-4), OptimParams(steps=steps, batch_size=batch, lr=1e-4,
+                                                           adam_impl=adam_impl))
     sampler = BatchSampler(ts.x.shape[0], batch, seed=0, device="cpu")
     counter = OpCounter()
     with deferred_value_checks():
@@ -288,21 +293,25 @@ def plain_step_ops(model, data: Dataset) -> int:
 
 
 def ops_table(params: Params | None = None, cases: dict | None = None) -> dict[str, dict]:
-    """``--ops``: :func:`step_ops` and :func:`plain_step_ops` for each case, on the CPU, with the paper
-    nets' layers a few units wide (the count depends on the layers, not their width)."""
+    """``--ops``: :func:`step_ops` (torch's CUDA default, foreach Adam, and ``fused_adam``: the fused
+    implementation) and :func:`plain_step_ops` for each case, on the CPU, with the paper nets' layers a
+    few units wide (the count depends on the layers, not their width)."""
     params = params or load_profile()
     rows = {}
     for case, (setup_name, model_name) in (cases or STEP_CASES).items():
         data = synthetic_dataset(obs_shape_of(params, setup_name), 256)
-        torch.manual_seed(0)
-        model = build_bound(shrink_setup(params.setup(setup_name)), params.model(model_name), data, "train")
-        rows[case] = {"ops": step_ops(model, data), "plain_ops": plain_step_ops(model, data)}
+        rows[case] = {}
+        for impl, key in (("foreach", "ops"), ("fused", "fused_adam")):
+            torch.manual_seed(0)
+            model = build_bound(shrink_setup(params.setup(setup_name)), params.model(model_name), data, "train")
+            rows[case][key] = step_ops(model, data, adam_impl=impl)
+        rows[case]["plain_ops"] = plain_step_ops(model, data)
     return rows
 
 
 def step_table(device: torch.device, params: Params | None = None, tiny: bool = False, rounds: int = 3,
                cases: dict | None = None, workdir: Path | None = None, on_result=None,
-               compile: str = "eager") -> dict[str, dict]:
+               compile: str = "eager", adam_impl: str = "auto") -> dict[str, dict]:
     """(a): ``{case: {trainer_ms, plain_ms, ratio, ...}}`` for :data:`STEP_CASES` (or ``cases``).
     ``on_result(case, row)`` is called after each case (the benchmark saves its record there)."""
     params = params or load_profile()
@@ -317,7 +326,7 @@ def step_table(device: torch.device, params: Params | None = None, tiny: bool = 
             spec = params.model(model_name)
             model = build_bound(setup, spec, data, "train")
             try:
-                row = trainer_vs_plain(model, data, device, workdir, short, long, rounds, warmup, compile)
+                row = trainer_vs_plain(model, data, device, workdir, short, long, rounds, warmup, compile, adam_impl)
             except Exception as exc:  # noqa: BLE001  (a compiled case that fails is recorded; the others still run)
                 if compile == "eager":
                     raise
@@ -679,6 +688,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="only (a), eager and then with the trainer's compile option in each of these "
                          f"torch.compile modes ({', '.join(COMPILE_MODES)}; default: default; section "
                          "step_compiled.<mode>)")
+    ap.add_argument("--adam", default="auto", choices=list(ADAM_IMPLS), metavar="IMPL",
+                    help="the trainer's adam_impl in (a) and its compiled rows: "
+                         f"{' | '.join(ADAM_IMPLS)} (default auto; the plain loop keeps torch's default)")
     ap.add_argument("--cases", default=",".join(STEP_CASES),
                     help=f"comma-separated cases of (a), in this order (default: all: {','.join(STEP_CASES)})")
     args = ap.parse_args(argv)
@@ -687,9 +699,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = ops_table()
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "step_ops.json").write_text(json.dumps(rows, indent=2) + "\n")
-        print(f"{'case':32s} {'ops/step':>9s} {'plain':>7s}")
+        print(f"{'case':32s} {'ops/step':>9s} {'fused Adam':>11s} {'plain':>7s}")
         for case, row in rows.items():
-            print(f"{case:32s} {row['ops']:9d} {row['plain_ops']:7d}")
+            print(f"{case:32s} {row['ops']:9d} {row['fused_adam']:11d} {row['plain_ops']:7d}")
         return 0
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
     if device.type != "cuda" and not args.tiny:
@@ -711,7 +723,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(m not in COMPILE_MODES for m in modes):
         print(f"unknown compile mode in {args.compile!r}; modes: {', '.join(COMPILE_MODES)}", file=sys.stderr)
         return 2
-    rows = step_table(device, params, args.tiny, args.rounds, cases=cases,
+    rows = step_table(device, params, args.tiny, args.rounds, cases=cases, adam_impl=args.adam,
                       on_result=lambda case, row: (out.set("step", case, row),
                                                    print(f"  {case}: {row['trainer_ms']:.2f} ms vs "
                                                          f"{row['plain_ms']:.2f} ms plain ({row['ratio']:.2f}x)",
@@ -729,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{row['graphs_compiled']} graphs)", flush=True)
 
             compiled = step_table(device, params, args.tiny, args.rounds, cases=cases, compile=mode,
-                                  on_result=report)
+                                  adam_impl=args.adam, on_result=report)
             print(f"\n(a') with the trainer's compile option, mode {mode!r}")
             print_step_table(compiled)
         out.set("wall_s", time.perf_counter() - start)

@@ -62,6 +62,11 @@ class OptimParams:
     # "reduce-overhead": + CUDA graphs, "max-autotune").  Compiled kernels round differently, so the
     # numbers differ from eager ones in the last digits.  EM models have nothing to compile.
     compile: Literal["eager", "default", "reduce-overhead", "max-autotune"] = "eager"
+    # torch.optim.Adam's implementation (same update rule): "auto" (torch's choice: foreach on CUDA, a
+    # loop over the parameters on the CPU), "for-loop", "foreach" (about ten multi-tensor ops per
+    # parameter group) or "fused" (one kernel per parameter group: fewest launches on a GPU).  They
+    # round differently, so the numbers differ in the last digits.
+    adam_impl: Literal["auto", "for-loop", "foreach", "fused"] = "auto"
 
     def check(self, key: str) -> None:
         _non_negative(f"{key}.steps", self.steps)

@@ -3,7 +3,8 @@
 The loop draws a minibatch, calls the model's ``before_step`` and ``train_step``
 (:mod:`priorlab.models.protocol`) and steps the lr schedule; the model decides
 what a step is (Adam on a loss, or an EM iteration).  The trainer builds one
-Adam optimiser over the groups the model declares (``param_groups``), or none.
+Adam optimiser over the groups the model declares (``param_groups``), or none,
+in the implementation the phase's ``adam_impl`` names (:func:`adam`).
 
 Determinism: minibatches come from epoch permutations of a seeded CPU
 ``torch.Generator``; the reparameterisation noise from torch's global RNG,
@@ -218,6 +219,16 @@ def compile_forward(model: Model, mode: str) -> None:
     model.compile(options={**list_mode_options(mode), "fallback_random": True})
 
 
+ADAM_IMPLS = {"auto": {}, "for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+"""``OptimParams.adam_impl`` -> the keyword arguments of ``torch.optim.Adam`` that pick it."""
+
+
+def adam(groups: list[dict], opt: OptimParams) -> torch.optim.Adam | None:
+    """Adam (lr ``opt.lr``) over the model's parameter ``groups`` in the implementation ``opt.adam_impl``
+    names, or None for a model without any (EM)."""
+    return torch.optim.Adam(groups, lr=opt.lr, **ADAM_IMPLS[opt.adam_impl]) if groups else None
+
+
 def fit(
     model: Model,
     data: TrainingSet,
@@ -240,8 +251,7 @@ def fit(
     device = torch.device(device)
     model.to(device)
     data = data.to(device)
-    groups = model.param_groups(opt.lr)
-    optimizer = torch.optim.Adam(groups, lr=opt.lr) if groups else None
+    optimizer = adam(model.param_groups(opt.lr), opt)
     scheduler = (torch.optim.lr_scheduler.MultiStepLR(optimizer, sorted(opt.lr_milestones), gamma=opt.lr_gamma)
                  if optimizer is not None else None)
     sampler = BatchSampler(len(data), opt.batch_size, opt.seed, device=data.device)
