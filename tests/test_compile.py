@@ -85,9 +85,10 @@ def test_compiled_vsc_follows_eager_through_its_ramps_with_few_graphs(tmp_path, 
 def test_svi_updates_and_schedules_of_the_factorial_mixture_vae_do_not_recompile(tmp_path):
     """The semi-supervised factorial mixture VAE: q(xi) changes after every step (SVI for the free
     factor, first-order steps for the supervised one while Delta > 0), and Delta and the KL[z]
-    up-weighting switch off at steps 4 and 7.  The prior's caches are refreshed eagerly before the
-    compiled pass, the schedules reach it as two floats: a second run on the same model, through
-    both switches, compiles nothing new, and the run follows eager."""
+    up-weighting switch off at steps 4 and 7.  The prior's caches are refreshed before the compiled
+    pass (by their own compiled function), the schedules reach it as two floats: a second run on the
+    same model, through both switches, compiles one forward graph per switch and one SVI update for
+    all factors (the supervised one joins SVI when Delta reaches 0), and the run follows eager."""
     changes = dict(delta_steps=4, kl_z_weight_steps=7)
     eager, data = _model("dsprites", "fmvae_ss", **changes)
     compiled, _ = _model("dsprites", "fmvae_ss", **changes)
@@ -98,7 +99,7 @@ def test_svi_updates_and_schedules_of_the_factorial_mixture_vae_do_not_recompile
     a = _train(eager, data, 10, "eager", tmp_path, seed=1)
     b = _train(compiled, data, 10, "default", tmp_path, seed=1)
     assert compiled._schedule == (0.0, 0.0)
-    assert _graphs() - graphs <= 2  # at most one graph per schedule switch
+    assert _graphs() - graphs <= 3  # a forward graph per schedule switch, the SVI update of every factor
     assert int(compiled.svi_count) == int(eager.svi_count) == 13
     _same_run(a, b, eager, compiled)
     assert torch.allclose(compiled.prior.ng_natural, eager.prior.ng_natural, rtol=1e-4, atol=1e-6)
@@ -123,6 +124,46 @@ def test_the_first_order_update_compiles_into_one_graph_and_follows_eager():
             torch.testing.assert_close(getattr(model.prior, name), getattr(eager, name), msg=f"{name}, step {step}")
         assert _graphs() - before == 1
     assert model.prior.fo_steps.tolist() == [4, 0]
+
+
+@pytest.mark.parametrize("model_name, factors", [("fmvae_i2", None), ("fmvae_ss", [1])])
+def test_the_svi_update_and_the_prior_caches_compile_and_follow_eager(model_name, factors):
+    """Compiling the factorial mixture VAE compiles the SVI update of q(xi) (eq. 13-14, all factors or
+    a subset) and the caches refreshed after it (the coefficients of eq. 6 and the global KL): a few
+    graphs over the first steps (the Robbins-Monro step size is a float that changes every step:
+    dynamo makes it symbolic at its second value), none after, and the eager values."""
+    model, data = _model("dsprites", model_name)
+    eager = copy.deepcopy(model.prior)
+    model.compile(options={"fallback_random": True})
+    compiled = model.prior
+    mu, var = torch.randn(64, compiled.num_factors * compiled.latent_dim, generator=gen(0)), \
+        torch.rand(64, compiled.num_factors * compiled.latent_dim, generator=gen(1)) + 0.1
+    graphs = []
+    for step in range(1, 6):
+        mu, var = mu + 0.1 * torch.randn(mu.shape, generator=gen(step)), var
+        for prior in (eager, compiled):
+            gamma = eager.responsibilities(mu, var)
+            prior.svi_step(mu, var, gamma, 1000, step=step, factors=factors)
+            prior.refresh(global_kl=True)
+        for name in ("ng_natural", "dirichlet_natural"):
+            torch.testing.assert_close(getattr(compiled, name), getattr(eager, name), msg=f"{name}, step {step}")
+        for a, b in zip(eager._coef + (eager._global_kl,), compiled._coef + (compiled._global_kl,)):
+            torch.testing.assert_close(b, a, msg=f"caches, step {step}")
+        graphs.append(_graphs())
+    assert graphs[2] == graphs[-1]  # nothing new after the third step
+
+
+def test_the_prior_caches_are_compiled_without_cuda_graphs():
+    """The caches outlive the step that made them, so their compile arguments turn CUDA graphs off,
+    whether the mode or the options asked for them; other arguments pass through."""
+    from priorlab.priors.factorial_mixture import without_cuda_graphs
+
+    trainer_args = {"options": {"triton.cudagraphs": True, "fallback_random": True}}
+    assert without_cuda_graphs(trainer_args) == {"options": {"triton.cudagraphs": False, "fallback_random": True}}
+    assert without_cuda_graphs({"mode": "reduce-overhead", "dynamic": False}) == \
+        {"dynamic": False, "options": {"triton.cudagraphs": False}}
+    assert without_cuda_graphs({"mode": "max-autotune"})["options"]["max_autotune"] is True
+    assert without_cuda_graphs({"backend": "eager"}) == {"backend": "eager"}
 
 
 @pytest.mark.parametrize("kind", ["isa_vae", "isa_factor_vae", "sparse_vae"])

@@ -150,8 +150,9 @@ class FactorialMixtureVAE(VAE):
         return self.terms(x, labels)
 
     def compile(self, *args, **kwargs) -> None:
-        """``nn.Module.compile`` of the forward pass, and the prior's first-order update of section 2.5
-        (:meth:`FactorialMixturePrior.compile`), the semi-supervised model's after-step work."""
+        """``nn.Module.compile`` of the forward pass, and of the prior's updates between steps (SVI, the
+        first-order update of section 2.5) and the caches refreshed after them
+        (:meth:`FactorialMixturePrior.compile`)."""
         super().compile(*args, **kwargs)
         self.prior.compile(*args, **kwargs)
 

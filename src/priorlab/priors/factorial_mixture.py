@@ -145,6 +145,100 @@ def svi_targets(
     return prior_natural + stats, c0 + counts
 
 
+def svi_update(
+    ng_natural: Tensor,
+    dirichlet_natural: Tensor,
+    mu: Tensor,
+    var: Tensor,
+    gamma: Tensor,
+    n_data: float,
+    prior_natural: Tensor,
+    c0: Tensor,
+    rho: float,
+    sel: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Eq. 13-14 as a pure function: lambda <- (1 - rho) lambda + rho lambda* (``svi_targets``), same
+    for the Dirichlet natural parameters; with the bool mask ``sel`` [I], only those factors move.
+    Returns the new natural parameters [I, K, D, 4] and [I, K] (what
+    :meth:`FactorialMixturePrior.svi_step` writes back, and what its ``compile`` compiles)."""
+    target_nat, target_c = svi_targets(mu, var, gamma, n_data, prior_natural, c0)
+    if sel is None:
+        return (ng_natural * (1.0 - rho) + target_nat * rho,
+                dirichlet_natural * (1.0 - rho) + dirichlet.mean_to_natural(target_c) * rho)
+    r = sel.to(ng_natural.dtype) * rho  # rho at the factors, 0 elsewhere (a symbolic float in compiled code)
+    return (ng_natural * (1.0 - r[:, None, None, None]) + r[:, None, None, None] * target_nat,
+            dirichlet_natural * (1.0 - r[:, None]) + r[:, None] * dirichlet.mean_to_natural(target_c))
+
+
+def mixture_caches(
+    ng_natural: Tensor, dirichlet_natural: Tensor, mask: Tensor, padded: bool, hyper: tuple[float, ...] | None
+) -> tuple[Tensor | None, ...]:
+    """What :meth:`FactorialMixturePrior.refresh` caches for the current q(xi), as a pure function
+    (what the prior's ``compile`` compiles): the mean parameters (m, s, a, b) [I, K, D]; eq. 6 +
+    E[log pi] as a quadratic in the codes (see ``_coefficients``): const [I, K] (-inf at padded
+    slots), E[alpha]^T and (E[alpha] m)^T [I, D, K], E[log pi] [I, K]; the intermediates the local
+    and global KLs reuse: E[log pi] with 0 at padded slots, E[alpha], psi(a), the pseudo-counts c;
+    and, given the hyperprior's numbers ``hyper`` (``_hyperprior``), the global KL of lines (4d)-(4e)
+    before the 1/N (``mixture_global_kl``), else None."""
+    m, s, a, b = ng.natural_to_mean(ng_natural, validate=False)
+    c = dirichlet.natural_to_mean(dirichlet_natural)
+    e_alpha = a / b
+    psi_a = torch.digamma(a)
+    e_log_pi = dirichlet.expected_log_pi(c, mask if padded else None)
+    const = 0.5 * (psi_a - torch.log(b) - _LOG_2PI - 1.0 / s - e_alpha * m * m).sum(-1)
+    if padded:  # E[log pi] is -inf at padded slots; e_log_pi_0 holds 0 there
+        const = torch.where(mask, const + e_log_pi, torch.full_like(const, float("-inf")))
+        e_log_pi_0 = torch.where(mask, e_log_pi, torch.zeros_like(e_log_pi))
+    else:
+        const = const + e_log_pi
+        e_log_pi_0 = e_log_pi
+    kl = None if hyper is None else mixture_global_kl(m, s, a, b, e_alpha, psi_a, c, mask, padded, hyper)
+    return (m, s, a, b, const, e_alpha.transpose(1, 2).contiguous(), (e_alpha * m).transpose(1, 2).contiguous(),
+            e_log_pi, e_log_pi_0, e_alpha, psi_a, c, kl)
+
+
+def mixture_global_kl(
+    m: Tensor, s: Tensor, a: Tensor, b: Tensor, e_alpha: Tensor, psi_a: Tensor, c: Tensor, mask: Tensor,
+    padded: bool, hyper: tuple[float, ...],
+) -> Tensor:
+    """sum_ik KL(q(mu_ik, alpha_ik) || p) + sum_i KL(q(pi_i) || p(pi_i)) (lines 4d-4e before the 1/N) from
+    the intermediates of ``mixture_caches``: the formulas of ``normal_gamma.kl_divergence`` (corrected
+    App. C.1) and ``dirichlet.kl_divergence``, with the hyperprior's constants as numbers ``hyper`` =
+    (m0, s0, a0, b0, c0, lgamma(a0), log b0, log s0, lgamma(c0))."""
+    m0, s0, a0, b0, c0, lgamma_a0, log_b0, log_s0, lgamma_c0 = hyper
+    normal = 0.5 * (s0 * e_alpha * (m - m0) ** 2 + s0 / s + torch.log(s) - log_s0 - 1.0)
+    gamma = a0 * (torch.log(b) - log_b0) - torch.lgamma(a) + lgamma_a0 + (a - a0) * psi_a - (b - b0) * e_alpha
+    kl_ng = (normal + gamma).sum(-1)  # [I, K]
+    if padded:
+        kl_ng = torch.where(mask, kl_ng, torch.zeros_like(kl_ng))
+        c = torch.where(mask, c, torch.ones_like(c))
+        c0s = torch.where(mask, torch.full_like(c, c0), torch.zeros_like(c))
+        lgamma_c0s = torch.where(mask, torch.full_like(c, lgamma_c0), torch.zeros_like(c))
+        c_sum = torch.where(mask, c, torch.zeros_like(c)).sum(-1)
+        per = torch.where(mask, -torch.lgamma(c) + (c - c0) * (torch.digamma(c) - torch.digamma(c_sum).unsqueeze(-1)),
+                          torch.zeros_like(c))
+        kl_dir = torch.lgamma(c_sum) - torch.lgamma(c0s.sum(-1)) + lgamma_c0s.sum(-1) + per.sum(-1)
+    else:
+        k = c.shape[-1]
+        c_sum = c.sum(-1)
+        per = -torch.lgamma(c) + (c - c0) * (torch.digamma(c) - torch.digamma(c_sum).unsqueeze(-1))
+        kl_dir = torch.lgamma(c_sum) - math.lgamma(k * c0) + k * lgamma_c0 + per.sum(-1)
+    return kl_ng.sum() + kl_dir.sum()
+
+
+def without_cuda_graphs(kwargs: dict) -> dict:
+    """``torch.compile`` keyword arguments with inductor's CUDA graphs off (``mode``, if any, turned
+    into its options): for a function whose outputs are kept past the step that made them (a CUDA
+    graph's next replay would reuse their memory).  Other backends' arguments are left as they are."""
+    if kwargs.get("backend", "inductor") != "inductor":
+        return kwargs
+    from torch._inductor import list_mode_options
+
+    mode = kwargs.get("mode")
+    options = {**(list_mode_options(mode) if mode else {}), **(kwargs.get("options") or {}), "triton.cudagraphs": False}
+    return {**{k: v for k, v in kwargs.items() if k not in ("mode", "options")}, "options": options}
+
+
 def first_order_objective(
     mu: Tensor,
     var: Tensor,
@@ -416,14 +510,20 @@ class FactorialMixturePrior(Prior):
         self.register_buffer("fo_dir_moments", torch.zeros(2, I, K, dtype=dtype))
         self.register_buffer("fo_steps", torch.zeros(I, dtype=torch.long))
         self._factor_index_cache: dict = {}
-        self._first_order_update = first_order_update  # torch.compile'd by :meth:`compile`
+        # the pure functions of the updates, torch.compile'd by :meth:`compile`
+        self._first_order_update, self._svi_update, self._caches = first_order_update, svi_update, mixture_caches
         self._hyperprior()  # the hyperprior as numbers, read now while the buffers are on the CPU
 
     def compile(self, *args, **kwargs) -> None:
-        """``torch.compile`` (same arguments) of the first-order update of section 2.5
-        (:func:`first_order_update`: the objective, its gradient and the Adam step in one graph, some
-        500 kernel launches a step in eager mode).  The prior has no forward pass to compile."""
+        """``torch.compile`` (same arguments) of the updates of q(xi) between training steps: the
+        first-order update of section 2.5 (:func:`first_order_update`: the objective, its gradient and
+        the Adam step in one graph, some 480 kernel launches a step in eager mode) and the SVI update
+        (:func:`svi_update`, ~30), and of the caches :meth:`refresh` recomputes after each
+        (:func:`mixture_caches` with the global KL, ~80; without CUDA graphs, as the caches are kept
+        past the step).  The prior has no forward pass to compile."""
         self._first_order_update = torch.compile(first_order_update, *args, **kwargs)
+        self._svi_update = torch.compile(svi_update, *args, **kwargs)
+        self._caches = torch.compile(mixture_caches, *args, **without_cuda_graphs(kwargs))
 
     # ------------------------------------------------------------------ info
     @property
@@ -564,25 +664,15 @@ class FactorialMixturePrior(Prior):
         if getattr(self, "_coef_key", None) != key:
             self._global_kl = None
             with torch.no_grad():
-                m, s, a, b = ng.natural_to_mean(self.ng_natural, validate=False)
+                m, s, a, b, const, e_alpha_t, e_alpha_m_t, e_log_pi, e_log_pi_0, e_alpha, psi_a, c, kl = self._caches(
+                    self.ng_natural, self.dirichlet_natural, self.component_mask, self._padded,
+                    self._hyperprior() if global_kl else None)
                 if value_checks_enabled() and not bool((torch.minimum(torch.minimum(s, a), b) > 0).all()):
                     raise ValueError("Normal-Gamma parameters s, a, b of q(mu, alpha) must be positive everywhere")
                 self._coef_params = NormalGammaParams(m, s, a, b)
-                c = self.pseudo_counts()
-                mask, padded = self.component_mask, self._padded
-                e_alpha = a / b
-                psi_a = torch.digamma(a)
-                e_log_pi = dirichlet.expected_log_pi(c, mask if padded else None)
-                const = 0.5 * (psi_a - torch.log(b) - _LOG_2PI - 1.0 / s - e_alpha * m * m).sum(-1)
-                if padded:  # E[log pi] is -inf at padded slots; e_log_pi_0 holds 0 there
-                    const = torch.where(mask, const + e_log_pi, torch.full_like(const, float("-inf")))
-                    e_log_pi_0 = torch.where(mask, e_log_pi, torch.zeros_like(e_log_pi))
-                else:
-                    const = const + e_log_pi
-                    e_log_pi_0 = e_log_pi
-                self._coef = (const, e_alpha.transpose(1, 2).contiguous(), (e_alpha * m).transpose(1, 2).contiguous(),
-                              e_log_pi)
-                self._coef_extra = (padded, e_log_pi_0, e_alpha, psi_a, c)
+                self._coef = (const, e_alpha_t, e_alpha_m_t, e_log_pi)
+                self._coef_extra = (self._padded, e_log_pi_0, e_alpha, psi_a, c)
+                self._global_kl = kl
             self._coef_key = key
         if global_kl and self._global_kl is None:
             with torch.no_grad():
@@ -703,31 +793,11 @@ class FactorialMixturePrior(Prior):
         return (m0, s0, a0, b0, c0, math.lgamma(a0), math.log(b0), math.log(s0), math.lgamma(c0))
 
     def _global_kl_now(self) -> Tensor:
-        """sum_ik KL(q(mu_ik, alpha_ik) || p) + sum_i KL(q(pi_i) || p(pi_i)) (lines 4d-4e before the 1/N), from
-        the intermediates cached by ``_coefficients``: the formulas of ``normal_gamma.kl_divergence`` (corrected
-        App. C.1) and ``dirichlet.kl_divergence`` with the hyperprior's constants as numbers."""
-        m0, s0, a0, b0, c0, lgamma_a0, log_b0, log_s0, lgamma_c0 = self._hyperprior()
-        m, s, a, b = self._coef_params
+        """:func:`mixture_global_kl` from the intermediates cached by :meth:`refresh` (for caches made
+        without it)."""
         padded, _, e_alpha, psi_a, c = self._coef_extra
-        normal = 0.5 * (s0 * e_alpha * (m - m0) ** 2 + s0 / s + torch.log(s) - log_s0 - 1.0)
-        gamma = a0 * (torch.log(b) - log_b0) - torch.lgamma(a) + lgamma_a0 + (a - a0) * psi_a - (b - b0) * e_alpha
-        kl_ng = (normal + gamma).sum(-1)  # [I, K]
-        if padded:
-            mask = self.component_mask
-            kl_ng = torch.where(mask, kl_ng, torch.zeros_like(kl_ng))
-            c = torch.where(mask, c, torch.ones_like(c))
-            c0s = torch.where(mask, torch.full_like(c, c0), torch.zeros_like(c))
-            lgamma_c0s = torch.where(mask, torch.full_like(c, lgamma_c0), torch.zeros_like(c))
-            c_sum = torch.where(mask, c, torch.zeros_like(c)).sum(-1)
-            per = torch.where(mask, -torch.lgamma(c) + (c - c0) * (torch.digamma(c) - torch.digamma(c_sum).unsqueeze(-1)),
-                              torch.zeros_like(c))
-            kl_dir = torch.lgamma(c_sum) - torch.lgamma(c0s.sum(-1)) + lgamma_c0s.sum(-1) + per.sum(-1)
-        else:
-            k = c.shape[-1]
-            c_sum = c.sum(-1)
-            per = -torch.lgamma(c) + (c - c0) * (torch.digamma(c) - torch.digamma(c_sum).unsqueeze(-1))
-            kl_dir = torch.lgamma(c_sum) - math.lgamma(k * c0) + k * lgamma_c0 + per.sum(-1)
-        return kl_ng.sum() + kl_dir.sum()
+        return mixture_global_kl(*self._coef_params, e_alpha, psi_a, c, self.component_mask, padded,
+                                 self._hyperprior())
 
     @torch.no_grad()
     def first_order_step(
@@ -806,16 +876,12 @@ class FactorialMixturePrior(Prior):
         work = self.ng_natural.dtype
         m, v, _ = self._codes(mu.detach().to(work), var.detach().to(work))
         g = self._gamma(gamma.detach(), m.shape[0], work) if check else gamma.detach().to(work)
-        target_nat, target_c = svi_targets(m, v, g, n_data, self.prior_natural, self.prior_pseudo_count)
         every = factors is None or sorted({int(f) for f in factors}) == list(range(self.num_factors))
         sel = None if every else self._factor_mask(factors)  # a strict subset of the factors when set
-        if sel is None:
-            self.ng_natural.mul_(1.0 - rho).add_(target_nat * rho)
-            self.dirichlet_natural.mul_(1.0 - rho).add_(dirichlet.mean_to_natural(target_c) * rho)
-            return float(rho)
-        r = torch.full((self.num_factors,), rho, dtype=work, device=m.device) * sel.to(work)
-        self.ng_natural.mul_(1.0 - r[:, None, None, None]).add_(r[:, None, None, None] * target_nat)
-        self.dirichlet_natural.mul_(1.0 - r[:, None]).add_(r[:, None] * dirichlet.mean_to_natural(target_c))
+        nat, dir_nat = self._svi_update(self.ng_natural, self.dirichlet_natural, m, v, g, n_data, self.prior_natural,
+                                        self.prior_pseudo_count, float(rho), sel)
+        self.ng_natural.copy_(nat)
+        self.dirichlet_natural.copy_(dir_nat)
         return float(rho)
 
     def _factor_mask(self, factors: Sequence[int]) -> Tensor:

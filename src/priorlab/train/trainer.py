@@ -27,8 +27,8 @@ written, so a checkpoint never holds weights trained on a non-finite loss.
 
 With ``compile`` set in the phase's params, a gradient model's forward pass (its loss terms and,
 through AOTAutograd, their backward) runs compiled (:func:`compile_forward`), with whatever else
-the model's ``compile`` adds (the factorial mixture VAE: its prior's first-order update); the rest
-of the step (optimiser, schedules, other after-step updates) stays eager.
+the model's ``compile`` adds (the factorial mixture VAE: its prior's SVI and first-order updates and
+the caches refreshed after them); the rest of the step (optimiser, schedules) stays eager.
 """
 
 from __future__ import annotations
