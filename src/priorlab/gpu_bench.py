@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import functools
 import json
 import os
 import platform
@@ -224,20 +225,22 @@ def trainer_vs_plain(model, data: Dataset, device: torch.device, workdir: Path, 
     reported as ``warmup_s``, with the number of graphs dynamo compiled; the plain loop stays eager,
     with torch's default Adam)."""
     plain = PlainLoop(model, data, device)
+    fit_steps = functools.partial(fit_seconds, model, data, device=device, workdir=workdir, compile=compile,
+                                  adam_impl=adam_impl)
     graphs = _dynamo_graphs()
     t0 = time.perf_counter()
-    fit_seconds(model, data, warmup, device, workdir, compile=compile, adam_impl=adam_impl)
+    fit_steps(warmup)
     warmup_s = time.perf_counter() - t0
     plain.seconds(warmup)
     ours, base = [], []
     n = long - short
     for _ in range(rounds):
-        ours.append(1e3 * (fit_seconds(model, data, long, device, workdir, compile=compile, adam_impl=adam_impl) -
-                           fit_seconds(model, data, short, device, workdir, compile=compile, adam_impl=adam_impl)) / n)
+        ours.append(1e3 * (fit_steps(long) - fit_steps(short)) / n)
         base.append(1e3 * plain.seconds(n) / n)
     t, p = float(np.median(ours)), float(np.median(base))
     return {"trainer_ms": t, "plain_ms": p, "ratio": t / p, "trainer_rounds_ms": ours, "plain_rounds_ms": base,
-            "compile": compile, "adam_impl": adam_impl, "warmup_s": round(warmup_s, 2), "graphs_compiled": _dynamo_graphs() - graphs}
+            "compile": compile, "adam_impl": adam_impl, "warmup_s": round(warmup_s, 2),
+            "graphs_compiled": _dynamo_graphs() - graphs}
 
 
 def _dynamo_graphs() -> int:
@@ -326,7 +329,8 @@ def step_table(device: torch.device, params: Params | None = None, tiny: bool = 
             spec = params.model(model_name)
             model = build_bound(setup, spec, data, "train")
             try:
-                row = trainer_vs_plain(model, data, device, workdir, short, long, rounds, warmup, compile, adam_impl)
+                row = trainer_vs_plain(model, data, device, workdir, short, long, rounds, warmup, compile,
+                                       adam_impl)
             except Exception as exc:  # noqa: BLE001  (a compiled case that fails is recorded; the others still run)
                 if compile == "eager":
                     raise
