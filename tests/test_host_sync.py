@@ -50,7 +50,7 @@ class _Data:
 
 def _setup(net: str) -> SetupParams:
     if net.startswith("vector_"):  # a Gaussian likelihood on vectors: "vector_<likelihood>"
-        return SetupParams(dataset="x", latent_dim=4, hidden=[8], likelihood=net.removeprefix("vector_"), obs_std=1.0)
+        return SetupParams(dataset="x", latent_dim=4, hidden=[8, 8], likelihood=net.removeprefix("vector_"), obs_std=1.0)
     if net == "mlp":
         return SetupParams(dataset="x", latent_dim=4, hidden=[32])
     return SetupParams(dataset="x", latent_dim=4, encoder="conv", decoder="conv", hidden=[32], channels=[8, 8, 8])

@@ -66,10 +66,61 @@ def test_decoder_structure_and_zero_mask_column():
 def test_decoder_rejects_bad_arguments():
     with pytest.raises(ValueError, match="hidden"):
         MaskedDecoder(3, 2, [])
+    with pytest.raises(ValueError, match="homogeneous"):
+        MaskedDecoder(3, 2, [4])  # one bias-free layer: positively homogeneous in z
     with pytest.raises(ValueError, match="params_per_feature"):
-        MaskedDecoder(3, 2, [4], params_per_feature=0)
+        MaskedDecoder(3, 2, [4, 4], params_per_feature=0)
     with pytest.raises(ValueError, match=r"z must have shape \[batch, 2\]"):
-        MaskedDecoder(3, 2, [4])(torch.zeros(5, 3))
+        MaskedDecoder(3, 2, [4, 4])(torch.zeros(5, 3))
+
+
+class OneLayerMaskedDecoder(nn.Module):
+    """The decoder MaskedDecoder refuses to build: c_j + v_jᵀ ReLU(A (w_j ⊙ z)), a one-layer trunk
+    without bias (the cpu profile's ``hidden: [50]`` before issue 24), positively homogeneous in z."""
+
+    def __init__(self, G: int, K: int, H: int):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(G, K))
+        self.A = nn.Linear(K, H, bias=False)
+        self.v = nn.Parameter(torch.randn(G, H) / H**0.5)
+        self.c = nn.Parameter(torch.zeros(G))
+
+    def forward(self, z):
+        h = torch.relu(self.A(z.unsqueeze(1) * self.W.unsqueeze(0)))  # [B, G, H]
+        return torch.einsum("bgh,gh->bg", h, self.v) + self.c
+
+
+def _fit_on_true_z(dec, steps: int = 3000, seed: int = 0) -> float:
+    """Regress x on the *true* z of the synthetic benchmark (ρ = 0, noise std 0.5) through ``dec`` with
+    the true mask fixed (no encoder), full batch; the held-out MSE."""
+    from priorlab.data.sparse_synthetic import TRUE_SUPPORT, make_sparse_synthetic
+
+    d = make_sparse_synthetic(1000, 0.0, 0.5, random_state=seed)
+    z_tr, z_te = (torch.tensor(d[k], dtype=torch.float32) for k in ("sources_train", "sources_test"))
+    x_tr, x_te = torch.from_numpy(d["x_train"]), torch.from_numpy(d["x_test"])
+    with torch.no_grad():
+        dec.W.copy_(torch.from_numpy(TRUE_SUPPORT.astype(np.float32)))
+    dec.W.requires_grad_(False)
+    opt = torch.optim.Adam([p for p in dec.parameters() if p.requires_grad], lr=0.01)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = (dec(z_tr) - x_tr).square().mean()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        return float((dec(z_te) - x_te).square().mean())
+
+
+def test_decoder_capacity_on_the_true_latents():
+    """Issue 24: fitted on the true z with the true mask, the two-layer trunk (the released code's
+    K → 50 → 50, the profiles' ``hidden``) reaches the noise level (variance 0.25); the one-layer
+    bias-free trunk cannot represent 3z₁², 6 sin z₂, 7z₁z₂ and stops far above it (measured ≈ 1.2)."""
+    torch.manual_seed(0)
+    deep = _fit_on_true_z(MaskedDecoder(7, 2, [50, 50]))
+    torch.manual_seed(0)
+    homogeneous = _fit_on_true_z(OneLayerMaskedDecoder(7, 2, 50))
+    assert deep <= 0.30, deep
+    assert homogeneous >= 0.8, homogeneous
 
 
 # --- spike-and-slab lasso ----------------------------------------------------------------------
@@ -153,9 +204,11 @@ def _fit_planted(use_ssl: bool, seed: int, steps: int = 400):
     x = z_true @ W_true.T + noise * torch.randn(N, G, generator=g)
     z_in = torch.cat([z_true, torch.randn(N, 2, generator=g)], 1)
     torch.manual_seed(seed)
-    dec = MaskedDecoder(G, K, [1], activation=nn.Identity)
+    dec = MaskedDecoder(G, K, [1, 1], activation=nn.Identity)
     with torch.no_grad():
         dec.trunk[0].weight.fill_(1.0)
+        dec.trunk[2].weight.fill_(1.0)
+        dec.trunk[2].bias.fill_(0.0)
         dec.head_weight.fill_(1.0)
     ssl = SpikeSlabLasso(G, K)
     opt = torch.optim.Adam([dec.W, dec.head_bias], lr=0.05)

@@ -187,13 +187,13 @@ def _bound_model(spec: ModelParams, net: SetupParams, x: torch.Tensor):
 def sparse_vae_step_ratios(gs=SPARSE_VAE_GS, latent_dim: int = 30, hidden: int = 300, batch: int = 64,
                            rounds: int = 5, steps: int = 5, seed: int = 0) -> dict[str, dict[str, float]]:
     """Per G: seconds per training step of the sparse VAE and of the VAE with the same encoder and
-    trunk widths (K = 30, one hidden layer of 300, Gaussian likelihood), interleaved, and their ratio.
+    trunk widths (K = 30, two hidden layers of 300, Gaussian likelihood), interleaved, and their ratio.
     The masked decoder runs its trunk on B·G rows, so the ratio grows about linearly in G."""
     from priorlab.config import SparseVAEParams
 
     out = {}
     for g_dim in gs:
-        net = SetupParams(dataset="bench", latent_dim=latent_dim, hidden=[hidden], likelihood="gaussian")
+        net = SetupParams(dataset="bench", latent_dim=latent_dim, hidden=[hidden, hidden], likelihood="gaussian")
         x = torch.randn(batch, g_dim, generator=torch.Generator().manual_seed(seed))
         built = {name: _bound_model(spec, net, x) for name, spec in
                  (("vae", ModelParams(kind="vae")), ("sparse_vae", SparseVAEParams(kind="sparse_vae")))}
@@ -211,18 +211,19 @@ def sparse_vae_step_ratios(gs=SPARSE_VAE_GS, latent_dim: int = 30, hidden: int =
 
 
 def sparse_vae_peak_memory(g_dim: int = 1000, batch: int = 64) -> dict[str, float]:
-    """Peak RSS (MiB) of a fresh process that built the sparse VAE at G = ``g_dim`` (K = 30, hidden 300,
-    batch 64) and ran 3 training steps, with the size of the trunk's activations B·G·(K + 2H) floats
-    (masked codes, pre- and post-activation), which the plain decoder holds only B·(K + 2H) of."""
+    """Peak RSS (MiB) of a fresh process that built the sparse VAE at G = ``g_dim`` (K = 30, trunk 300 ×
+    300, batch 64) and ran 3 training steps, with the size of the trunk's activations B·G·(K + 4H)
+    floats (masked codes, pre- and post-activation of both layers), which the plain decoder holds only
+    B·(K + 4H) of."""
     code = ("import resource, torch; from priorlab import bench; "
             f"x = torch.randn({batch}, {g_dim}); from priorlab.config import SparseVAEParams, SetupParams; "
-            "net = SetupParams(dataset='bench', latent_dim=30, hidden=[300], likelihood='gaussian'); "
+            "net = SetupParams(dataset='bench', latent_dim=30, hidden=[300, 300], likelihood='gaussian'); "
             "m, o = bench._bound_model(SparseVAEParams(kind='sparse_vae'), net, x); "
             "[m.train_step(bench.Batch(x), i + 1, bench.StepContext(o)) for i in range(3)]; "
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     after = int(res.stdout.split()[-1]) / 1024
-    return {"G": g_dim, "peak_rss_mib": after, "trunk_activation_mib": batch * g_dim * (30 + 2 * 300) * 4 / 2**20}
+    return {"G": g_dim, "peak_rss_mib": after, "trunk_activation_mib": batch * g_dim * (30 + 4 * 300) * 4 / 2**20}
 
 
 if __name__ == "__main__":

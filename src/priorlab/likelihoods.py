@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 from torch import nn
 from torch.distributions import Bernoulli, Distribution, Independent, Normal
+
+if TYPE_CHECKING:
+    from priorlab.models.elbo import LossScaling
 
 
 @dataclass(frozen=True)
@@ -28,9 +31,15 @@ class LikelihoodSpec:
 
 class Likelihood(nn.Module):
     """Base class: the decoder emits ``params_per_feature`` values per observed feature
-    (per channel of an image, per entry of a vector)."""
+    (per channel of an image, per entry of a vector).
+
+    Declared capabilities (class flags, read by the model, never probed): ``binds_data`` — the
+    model passes the prepared training rows to :meth:`bind_data` before every phase;
+    ``updates_after_step`` — the model calls :meth:`step_update` after every optimiser step."""
 
     params_per_feature: int = 1
+    binds_data: bool = False
+    updates_after_step: bool = False
 
     def distribution(self, decoder_out: torch.Tensor) -> Distribution:
         raise NotImplementedError
@@ -44,6 +53,10 @@ class Likelihood(nn.Module):
 
     def bind_data(self, x_train: torch.Tensor) -> None:
         """Data-dependent settings from the prepared training observations (none by default)."""
+
+    def step_update(self, x: torch.Tensor, decoder_out: torch.Tensor, n_data: int, scaling: LossScaling) -> None:
+        """Closed-form updates after an optimiser step from a batch ``x`` and the decoder output at
+        the step's codes; ``n_data`` is the training-set size N (none by default)."""
 
 
 class BernoulliLikelihood(Likelihood):
@@ -139,7 +152,20 @@ class InverseGammaGaussianLikelihood(Likelihood):
     prior's 90 % quantile) and initialises σ_j² to the sample variances (as the authors);
     :meth:`map_update` sets σ_j² = (νξ + Σ_i r_ij²) / (ν + n + 2) from residuals r = x − mean of the
     n rows given (pass the whole training set, or a batch for a stochastic version).
+
+    After every optimiser step (:meth:`step_update`, on the batch's residuals at the step's codes):
+
+    * ``paper`` scaling — the MAP of the whole data's posterior with Σ_batch r² scaled by N/B:
+      σ_j² = (νξ + (N/B) Σ_b r_bj²) / (ν + N + 2), a stochastic estimate of the full-data MAP;
+    * ``released_code`` scaling — the minimiser of the code's per-batch σ objective
+      ½ mean_{b,j}(r_bj²/σ_j²) + [(B + ν + 2) Σ_j log σ_j + ½ νξ Σ_j σ_j⁻²] / B
+      (``reconstruction_loss`` + ``sigma_loss`` of ``model/models.py``), which is
+      σ_j² = (νξ + Σ_b r_bj² / G) / (B + ν + 2): about MSE_j / G, since the code's reconstruction is
+      a mean over the G features. The code takes one Adam step on log σ_j towards it per batch.
     """
+
+    binds_data = True
+    updates_after_step = True
 
     def __init__(self, obs_shape: tuple[int, ...], nu: float = 3.0, init_std: float = 1.0,
                  sample_quantile: float = 0.05, prior_quantile: float = 0.9):
@@ -163,6 +189,18 @@ class InverseGammaGaussianLikelihood(Likelihood):
                                                     self.sample_quantile, self.prior_quantile))
         var = x.var(dim=0, unbiased=True).clamp_min(1e-6)
         self.sigma2.copy_(var.to(self.sigma2.dtype))
+
+    @torch.no_grad()
+    def step_update(self, x: torch.Tensor, decoder_out: torch.Tensor, n_data: int, scaling: LossScaling) -> None:
+        resid = x.double() - decoder_out.detach().double()
+        b, ss = x.shape[0], resid.pow(2).sum(0)
+        xi = self.xi.double()  # stays on the device (a host read would wait for it)
+        if scaling.name == "released_code":
+            sigma2 = (self.nu * xi + ss / ss.numel()) / (b + self.nu + 2)
+        else:
+            n = float(n_data)
+            sigma2 = (self.nu * xi + ss * (n / b)) / (self.nu + n + 2)
+        self.sigma2.copy_(sigma2.to(self.sigma2.dtype))
 
     @torch.no_grad()
     def map_update(self, x: torch.Tensor, decoder_mean: torch.Tensor) -> torch.Tensor:

@@ -51,6 +51,7 @@ from priorlab.config.models import (  # noqa: F401  (re-exported: the one place 
     PriorParams,
     SparseCodingModelParams,
     SparseVAEParams,
+    VAEParams,
     VSCParams,
 )
 from priorlab.config.training import (  # noqa: F401  (re-exported: the one place params are typed)

@@ -101,7 +101,42 @@ class ModelParams:
         return out
 
 
-MODEL_PARAMS: dict[str, type[ModelParams]] = {"vae": ModelParams}
+ENCODER_INPUTS = ("raw", "row_normalised")
+LOSS_SCALINGS = ("paper", "released_code")
+
+
+@dataclass(frozen=True)
+class VAEParams(ModelParams):
+    """The ``vae`` kind (VAE; β-VAE with ``beta`` ≠ 1).
+
+    ``encoder_input``: ``raw``, or ``row_normalised`` — the encoder sees x / Σ_j x_j, the likelihood
+    scores x (counts: paper 003 App. C.1; the released code feeds every model of a comparison these
+    rows). ``loss_scaling``: ``paper`` — the negative ELBO per observation, β·KL; ``released_code``
+    — paper 003's authors' scaling (``model/models.py``): a Gaussian reconstruction as an MSE mean
+    over the features, the KL as a mean over the batch and the K latents, σ_j of a ``gaussian_ig``
+    likelihood by the code's per-batch objective (see :class:`priorlab.models.elbo.LossScaling`)."""
+
+    encoder_input: Literal["raw", "row_normalised"] = "raw"
+    loss_scaling: Literal["paper", "released_code"] = "paper"
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        _one_of(f"{key}.encoder_input", self.encoder_input, ENCODER_INPUTS)
+        _one_of(f"{key}.loss_scaling", self.loss_scaling, LOSS_SCALINGS)
+
+
+def encoder_input_of(spec: ModelParams) -> str:
+    """What the encoder of a ``models:`` entry sees: its ``encoder_input`` (kinds vae, sparse_vae,
+    vsc), ``raw`` for every other kind."""
+    return spec.encoder_input if isinstance(spec, (VAEParams, VSCParams)) else "raw"
+
+
+def loss_scaling_of(spec: ModelParams) -> str:
+    """An entry's ``loss_scaling`` (kinds vae, sparse_vae), ``paper`` for every other kind."""
+    return spec.loss_scaling if isinstance(spec, VAEParams) else "paper"
+
+
+MODEL_PARAMS: dict[str, type[ModelParams]] = {"vae": VAEParams}
 """``kind`` → its parameter class (the kind's own settings are typed fields of a subclass)."""
 
 
@@ -142,6 +177,7 @@ class VSCParams(ModelParams):
     bernoulli_kl: Literal["clamped", "code"] = "clamped"  # code: log γ as is, ε only inside log(1 − γ + ε)
     pseudo_input_init: Literal["uniform", "xavier"] = "uniform"  # code: Xavier (≈ ±0.08)
     preset: Literal["paper", "released_code"] = "paper"
+    encoder_input: Literal["raw", "row_normalised"] = "raw"  # as the vae kind's (paper 003's comparisons)
 
     def resolved(self) -> "VSCParams":
         """The settings the model is built with: ``preset: released_code`` fills the code's values into
@@ -166,6 +202,7 @@ class VSCParams(ModelParams):
         _positive(f"{key}.sharpness_end", self.sharpness_end)
         _non_negative(f"{key}.warmup_ramp_steps", self.warmup_ramp_steps)
         _non_negative(f"{key}.sharpness_ramp_steps", self.sharpness_ramp_steps)
+        _one_of(f"{key}.encoder_input", self.encoder_input, ENCODER_INPUTS)
 
 
 @dataclass(frozen=True)
@@ -343,17 +380,17 @@ MODEL_PARAMS["linear_ssc"] = SparseCodingModelParams
 
 
 @dataclass(frozen=True)
-class SparseVAEParams(ModelParams):
+class SparseVAEParams(VAEParams):
     """The sparse VAE (paper 003): masked decoder (eq. 1) with the Spike-and-Slab-Lasso prior on W
     (eq. 2–4, Algorithm 1; a = 1, b = G). ``density_constants``: p* with the Laplace normalisers of
-    eq. 57 (false: the released code's form). ``encoder_input``: ``row_normalised`` for counts
-    (App. C.1). ``prior_cov``: [] = Σ_z = I (B.1), else a K × K matrix (KL of B.2, eq. 59)."""
+    eq. 57 (false: the released code's form). ``encoder_input``, ``loss_scaling``: as the ``vae``
+    kind (``released_code`` also divides the SSL penalty by the batch size instead of N).
+    ``prior_cov``: [] = Σ_z = I (B.1), else a K × K matrix (KL of B.2, eq. 59)."""
 
     own_prior: typing.ClassVar[bool] = True
     lambda0: float = 10.0
     lambda1: float = 1.0
     density_constants: bool = False
-    encoder_input: Literal["raw", "row_normalised"] = "raw"
     prior_cov: list[list[float]] = field(default_factory=list)
 
     def check(self, key: str) -> None:
@@ -361,7 +398,6 @@ class SparseVAEParams(ModelParams):
         _positive(f"{key}.lambda1", self.lambda1)
         if not self.lambda0 > self.lambda1:
             raise ParamsError(f"{key}.lambda0 must exceed lambda1 (spike ≫ slab), got {self.lambda0} <= {self.lambda1}")
-        _one_of(f"{key}.encoder_input", self.encoder_input, ("raw", "row_normalised"))
         if self.prior_cov:
             k = len(self.prior_cov)
             if any(len(row) != k for row in self.prior_cov):

@@ -7,10 +7,13 @@ stages use; new model kinds register a builder in ``MODEL_BUILDERS``.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from priorlab.config import ModelParams, SetupParams
+from priorlab.config.models import encoder_input_of, loss_scaling_of
 from priorlab.likelihoods import build_likelihood
+from priorlab.models.elbo import LossScaling
 from priorlab.models.posterior import GaussianPosterior
 from priorlab.models.protocol import Model
 from priorlab.models.vae import VAE
@@ -29,11 +32,23 @@ def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: i
     return encoder, decoder, likelihood
 
 
+FEATURE_MEAN_LIKELIHOODS = ("gaussian", "gaussian_ig")  # the released code's MSE mean over features
+
+
+def loss_scaling(model: ModelParams, setup: SetupParams, obs_shape: tuple[int, ...]) -> LossScaling:
+    """The :class:`LossScaling` of a ``vae`` / ``sparse_vae`` entry on this setup (``paper`` for the
+    kinds without the option): ``released_code`` weighs a Gaussian log-likelihood 1/G (G = the number
+    of observed values) and the KL 1/K."""
+    return LossScaling.named(loss_scaling_of(model), math.prod(obs_shape), setup.latent_dim,
+                             feature_mean=setup.likelihood in FEATURE_MEAN_LIKELIHOODS)
+
+
 def _build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     posterior = GaussianPosterior(setup.latent_dim)
     encoder, decoder, likelihood = build_nets(setup, obs_shape, posterior.params_per_dim)
     prior = build_prior(model.prior, setup.latent_dim)
-    return VAE(encoder, posterior, decoder, likelihood, prior, beta=model.beta)
+    return VAE(encoder, posterior, decoder, likelihood, prior, beta=model.beta, encoder_input=encoder_input_of(model),
+               scaling=loss_scaling(model, setup, obs_shape))
 
 
 MODEL_BUILDERS: dict[str, Callable[[SetupParams, ModelParams, tuple[int, ...]], Model]] = {"vae": _build_vae}
@@ -52,7 +67,7 @@ def _build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...
                warmup_ramp_steps=model.warmup_ramp_steps, sharpness_start=model.sharpness_start,
                sharpness_end=model.sharpness_end, sharpness_ramp_steps=model.sharpness_ramp_steps,
                prior_spike_sharpening=model.prior_spike_sharpening, kl_slabs=model.kl_slabs,
-               bernoulli_kl=model.bernoulli_kl)
+               bernoulli_kl=model.bernoulli_kl, encoder_input=model.encoder_input)
 
 
 def _build_beta_tcvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
@@ -139,7 +154,8 @@ def _build_sparse_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[i
                          density_constants=model.density_constants)
     cov = torch.tensor(model.prior_cov, dtype=torch.float32) if model.prior_cov else None
     return SparseVAE(encoder, posterior, decoder, likelihood, build_prior(model.prior, setup.latent_dim), ssl,
-                     beta=model.beta, encoder_input=model.encoder_input, prior_cov=cov)
+                     beta=model.beta, encoder_input=model.encoder_input, prior_cov=cov,
+                     scaling=loss_scaling(model, setup, obs_shape))
 
 
 MODEL_BUILDERS["sparse_vae"] = _build_sparse_vae

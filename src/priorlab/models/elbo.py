@@ -16,6 +16,8 @@ from typing import Callable
 import torch
 from torch.distributions import Distribution, kl_divergence
 
+from priorlab.config.models import LOSS_SCALINGS
+
 
 @dataclass
 class ElboTerms:
@@ -59,13 +61,55 @@ def elbo_terms(x: torch.Tensor, q: Distribution, p: Distribution, decode, likeli
     return ElboTerms(log_lik=log_lik, kl=kl_term(q, p, z) if kl is None else kl, z=z, q=q, p=p)
 
 
-def objective(terms: ElboTerms, beta: float = 1.0, kl_weight: float = 1.0) -> torch.Tensor:
-    """Loss to minimise: -(E[log p(x|z)] - β·w·KL) + Σ extra terms, averaged over the batch.
+@dataclass(frozen=True)
+class LossScaling:
+    """How the per-observation ELBO terms are weighted in the loss (the ELBO itself, as logged and
+    evaluated, is unchanged).
 
-    ``β`` is the β-VAE weight (Higgins et al. 2017); ``w`` the KL annealing
-    weight of the current step.
+    ``paper``: weights 1 — the negative ELBO per observation, β·KL (every model's default).
+    ``released_code`` (paper 003's authors' ``model/models.py``): the Gaussian reconstruction as an
+    MSE *mean* over the G features (``reconstruction_loss``, ``nn.MSELoss``: log-likelihood weight
+    1/G; the multinomial one summed over G, weight 1) and the KL as a mean over the batch *and* the K
+    latents (``kld_z``: weight 1/K, i.e. an effective β/K); the model reads ``name`` for the rest of
+    the variant (paper 003: the SSL penalty per batch, σ_j by the code's objective).
     """
-    loss = -(terms.log_lik - beta * kl_weight * terms.kl)
+
+    name: str = "paper"
+    log_lik: float = 1.0
+    kl: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.name not in LOSS_SCALINGS:
+            raise ValueError(f"loss scaling must be one of {LOSS_SCALINGS}, got {self.name!r}")
+        if not (self.log_lik > 0 and self.kl > 0):
+            raise ValueError(f"loss scaling weights must be positive, got {self.log_lik}, {self.kl}")
+
+    @classmethod
+    def named(cls, name: str, n_features: int, latent_dim: int, feature_mean: bool = True) -> "LossScaling":
+        """``paper`` or ``released_code`` for G = ``n_features`` observed features and K = ``latent_dim``
+        latents; ``feature_mean``: the reconstruction is a mean over features (the code's Gaussian
+        loss) rather than a sum (its categorical loss)."""
+        if name == "paper":
+            return cls()
+        if name != "released_code":
+            raise ValueError(f"loss scaling must be one of {LOSS_SCALINGS}, got {name!r}")
+        return cls(name, 1.0 / n_features if feature_mean else 1.0, 1.0 / latent_dim)
+
+
+PAPER_SCALING = LossScaling()
+
+
+def objective(terms: ElboTerms, beta: float = 1.0, kl_weight: float = 1.0,
+              scaling: LossScaling = PAPER_SCALING) -> torch.Tensor:
+    """Loss to minimise: -(s_ll·E[log p(x|z)] - β·w·s_kl·KL) + Σ extra terms, averaged over the batch.
+
+    ``β`` is the β-VAE weight (Higgins et al. 2017); ``w`` the KL annealing weight of the current
+    step; ``s_ll``, ``s_kl`` the :class:`LossScaling` weights (1 for the negative ELBO).
+    """
+    if scaling == PAPER_SCALING:  # the same operations as ever: paper-scaled runs stay bit-identical
+        loss = -(terms.log_lik - beta * kl_weight * terms.kl)
+    else:
+        loss = -(scaling.log_lik * terms.log_lik - beta * kl_weight * scaling.kl * terms.kl)
     for value in terms.extra.values():
         loss = loss + value
     return loss.mean()

@@ -105,7 +105,7 @@ class FactorVAE(VAE):
         """One joint step: gradients of the VAE loss w.r.t. the VAE's parameters only, of the
         discriminator loss (codes detached, permuted) w.r.t. the discriminator's only; one Adam step."""
         terms = self(batch.x, batch.labels)
-        loss = objective(terms, self.beta, ctx.kl_weight)
+        loss = objective(terms, self.beta, ctx.kl_weight, self.scaling)
         z = terms.z.detach()
         d_loss = self.discriminator.loss(z, permute_dims(z))
         logs = self.step_logs(loss, terms) if ctx.wants_logs else {"loss": loss.detach()}

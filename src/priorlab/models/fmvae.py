@@ -212,6 +212,7 @@ class FactorialMixtureVAE(VAE):
     @torch.no_grad()
     def after_step(self, batch: Batch, terms: ElboTerms, step: int) -> None:
         """SVI step on lambda with the batch's codes; first-order steps for factor 0 while Delta > 0."""
+        super().after_step(batch, terms, step)
         if self.phase != "train":
             return
         mu, var = terms.q.mean.detach(), terms.q.variance.detach()
@@ -230,6 +231,7 @@ class FactorialMixtureVAE(VAE):
     # -- data -------------------------------------------------------------------------------
     def bind_data(self, data) -> None:
         """N of the training set (SVI targets, global KLs per point)."""
+        super().bind_data(data)
         self._set_n_data(len(data.x("train")))
 
     def training_set(self, data) -> TrainingSet:

@@ -42,14 +42,24 @@ def _check_positive(name: str, value: float) -> float:
 
 # --- decoder -----------------------------------------------------------------------------------
 
+MIN_TRUNK_LAYERS = 2  # see MaskedDecoder: one bias-free layer makes the decoder homogeneous in z
+
+
 class MaskedDecoder(nn.Module):
     """Sparse decoder of eq. 1: ``out[i, j] = head_j(trunk(w_j ⊙ z_i))``.
 
     ``W`` [G, K] is the per-feature mask (init N(0, 1), as the authors); ``trunk`` is an MLP
     ``K → hidden[0] → … → hidden[-1]`` with an activation after each layer and no bias in the first
-    layer (so a zeroed mask column removes its factor exactly); the heads are per-feature affine
-    maps ``hidden[-1] → params_per_feature`` stored stacked as ``head_weight`` [G, H, P] and
+    layer (the released code's ``generator``); the heads are per-feature affine maps
+    ``hidden[-1] → params_per_feature`` stored stacked as ``head_weight`` [G, H, P] and
     ``head_bias`` [G, P]. Output: [B, G] when ``params_per_feature == 1``, else [B, G, P].
+
+    The trunk needs at least two layers (the released code: ``K → H → H``, then the heads). With
+    one bias-free layer each output is c_j + v_jᵀ ReLU(A (w_j ⊙ z)), positively homogeneous in z
+    (f(αz) − c = α (f(z) − c) for α > 0): it cannot represent 3z₁², 6 sin z₂ or 7 z₁z₂ of the
+    synthetic benchmark (eq. 9) — fitted on the true z with the true mask it stops at MSE ≈ 1.2
+    where the two-layer trunk reaches the noise level 0.25 (``tests/test_sparse_vae.py``). The
+    second layer's bias breaks the homogeneity; the first stays bias-free as in the code.
 
     Cost: the trunk sees B·G rows, so activations take B·G·H floats per layer (G times a plain
     MLP decoder's first layers).
@@ -61,8 +71,9 @@ class MaskedDecoder(nn.Module):
         if int(n_features) < 1 or int(latent_dim) < 1:
             raise ValueError(f"n_features and latent_dim must be >= 1, got {n_features}, {latent_dim}")
         hidden = [int(h) for h in hidden]
-        if not hidden or min(hidden) < 1:
-            raise ValueError(f"hidden must be a non-empty list of positive sizes, got {hidden}")
+        if len(hidden) < MIN_TRUNK_LAYERS or min(hidden) < 1:
+            raise ValueError(f"hidden must list at least {MIN_TRUNK_LAYERS} positive sizes (a one-layer trunk "
+                             f"without bias is positively homogeneous in z), got {hidden}")
         if int(params_per_feature) < 1:
             raise ValueError(f"params_per_feature must be >= 1, got {params_per_feature}")
         self.n_features, self.latent_dim = int(n_features), int(latent_dim)
@@ -244,57 +255,43 @@ def inverse_gamma_log_posterior(sigma2: torch.Tensor, residuals: torch.Tensor, n
 
 # --- the model ---------------------------------------------------------------------------------
 
-from priorlab.models.vae import VAE  # noqa: E402  (the building blocks above do not need it)
+from priorlab.models.elbo import PAPER_SCALING, LossScaling  # noqa: E402  (the blocks above need neither)
+from priorlab.models.vae import VAE  # noqa: E402
 
 
 class SparseVAE(VAE):
     """The sparse VAE (paper 003, eq. 1–4, Algorithm 1): a VAE whose decoder is a
     :class:`MaskedDecoder` with the SSL prior on its mask W.
 
-    Per-observation loss = −log p(x|z) + β·KL + penalty(W) / N: the SSL prior is on W, a
-    whole-data-set quantity, so its per-observation share is 1/N (N from :meth:`bind_data`).
-    After every optimiser step (:meth:`after_step`): the SSL updates of p* and θ (Algorithm 1) and,
-    with the ``gaussian_ig`` likelihood, the closed-form MAP of σ_j² — per step on the batch
-    residuals at the step's z, with Σ_batch r² scaled by N/B (a stochastic estimate of the full
-    data's MAP; the authors also update σ every step, by Adam on the same objective).
+    ``scaling`` (``loss_scaling`` in params, :class:`~priorlab.models.elbo.LossScaling`):
 
-    ``encoder_input``: ``"raw"`` or ``"row_normalised"`` (counts: the encoder sees x / Σ_j x_j, the
-    likelihood the counts, App. C.1). ``prior_cov``: Σ_z of the prior N(0, Σ_z) (None: I, B.1;
-    a matrix: the KL of eq. 59, B.2).
+    * ``paper`` (default) — per-observation loss −log p(x|z) + β·KL + penalty(W) / N: the SSL prior
+      is on W, a whole-data-set quantity, so its per-observation share is 1/N (N from
+      :meth:`bind_data`); σ_j² (``gaussian_ig``) the stochastic MAP of the whole data's posterior.
+    * ``released_code`` — the authors' ``model/models.py``: −(1/G)·log p(x|z) for a Gaussian
+      (``nn.MSELoss``, a mean over features; the multinomial term is summed) + (β/K)·KL (``kld_z``, a
+      mean over batch and latents) + penalty(W) / B (``mask_loss`` divides by the batch size), and
+      σ_j² by the code's per-batch objective (see the likelihood).
+
+    After every optimiser step (:meth:`after_step`): the SSL updates of p* and θ (Algorithm 1), then
+    the likelihood's σ_j² update (:meth:`VAE.after_step`).
+
+    ``encoder_input``: ``"raw"`` or ``"row_normalised"`` (:class:`VAE`). ``prior_cov``: Σ_z of the
+    prior N(0, Σ_z) (None: I, B.1; a matrix: the KL of eq. 59, B.2).
     """
 
-    ENCODER_INPUTS = ("raw", "row_normalised")
-
     def __init__(self, encoder, posterior, decoder: MaskedDecoder, likelihood, prior, ssl: SpikeSlabLasso,
-                 beta: float = 1.0, encoder_input: str = "raw", prior_cov: torch.Tensor | None = None):
-        super().__init__(encoder, posterior, decoder, likelihood, prior, beta=beta)
-        if encoder_input not in self.ENCODER_INPUTS:
-            raise ValueError(f"encoder_input must be one of {self.ENCODER_INPUTS}, got {encoder_input!r}")
+                 beta: float = 1.0, encoder_input: str = "raw", prior_cov: torch.Tensor | None = None,
+                 scaling: LossScaling = PAPER_SCALING):
+        super().__init__(encoder, posterior, decoder, likelihood, prior, beta=beta, encoder_input=encoder_input,
+                         scaling=scaling)
         if (ssl.n_features, ssl.latent_dim) != (decoder.n_features, decoder.latent_dim):
             raise ValueError("the SSL prior and the masked decoder disagree on (G, K)")
-        self.ssl, self.encoder_input = ssl, encoder_input
+        self.ssl = ssl
         if prior_cov is not None:
             prior_cov = torch.as_tensor(prior_cov, dtype=torch.float32)
             gaussian_kl_general(torch.zeros(1, decoder.latent_dim), torch.zeros(1, decoder.latent_dim), prior_cov)
         self.register_buffer("prior_cov", prior_cov)
-        # bound before every phase; not persistent (the data decide it)
-        self.register_buffer("dataset_size", torch.tensor(0, dtype=torch.long), persistent=False)
-        self._dataset_size = 0  # its Python copy, read every step (a buffer read waits for the device)
-
-    def bind_data(self, data) -> None:
-        """N for the penalty's per-observation share; ξ and initial σ_j² of a ``gaussian_ig`` likelihood."""
-        from priorlab.likelihoods import InverseGammaGaussianLikelihood
-
-        x = data.x("train")
-        self.dataset_size.fill_(len(x))
-        self._dataset_size = len(x)
-        if isinstance(self.likelihood, InverseGammaGaussianLikelihood):
-            self.likelihood.bind_data(data.prepare(x))
-
-    def posterior(self, x: torch.Tensor):
-        if self.encoder_input == "row_normalised":
-            x = x / x.sum(-1, keepdim=True).clamp_min(1.0)
-        return super().posterior(x)
 
     def terms(self, x: torch.Tensor, labels: torch.Tensor | None = None):
         if self.prior_cov is None:
@@ -309,24 +306,19 @@ class SparseVAE(VAE):
         return terms
 
     def extra_terms(self, x, terms, labels=None) -> dict[str, torch.Tensor]:
-        n = self._dataset_size
+        """The SSL penalty's share per observation: 1/N of eq. 55's term (``paper``), 1/B (``released_code``)."""
+        n = self._n_data
         if n < 1:
             raise RuntimeError("SparseVAE: call bind_data(data) before training (N scales the SSL penalty)")
-        penalty = self.ssl.penalty(self.decoder.W) / n
+        share = x.shape[0] if self.scaling.name == "released_code" else n
+        penalty = self.ssl.penalty(self.decoder.W) / share
         return {"ssl_penalty": penalty.expand(x.shape[0])}
 
     @torch.no_grad()
     def after_step(self, batch, terms, step: int) -> None:
         """Algorithm 1's closed-form updates after the gradient step: p*, θ; then σ² (gaussian_ig)."""
-        from priorlab.likelihoods import InverseGammaGaussianLikelihood
-
         self.ssl.update(self.decoder.W)
-        if isinstance(self.likelihood, InverseGammaGaussianLikelihood):
-            resid = batch.x.double() - self.decode_mean(terms.z.detach()).double()
-            n, b, lik = float(self._dataset_size), batch.x.shape[0], self.likelihood
-            # ξ stays on the device (float64 like the residuals: the value a host read would give)
-            sigma2 = (lik.nu * lik.xi.double() + resid.pow(2).sum(0) * (n / b)) / (lik.nu + n + 2)
-            lik.sigma2.copy_(sigma2.to(lik.sigma2.dtype))
+        super().after_step(batch, terms, step)
 
     def active_columns(self, threshold: float = 0.5) -> torch.Tensor:
         """Columns k of W with some p*_jk > ``threshold`` (the paper's 'active factors')."""

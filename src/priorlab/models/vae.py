@@ -11,14 +11,20 @@ import torch
 from torch import nn
 from torch.distributions import Distribution
 
+from priorlab.config.models import ENCODER_INPUTS
 from priorlab.likelihoods import Likelihood
-from priorlab.models.elbo import ElboTerms, elbo_terms, objective
+from priorlab.models.elbo import PAPER_SCALING, ElboTerms, LossScaling, elbo_terms, objective
 from priorlab.models.protocol import Batch, ElboModel, Generative, Model, StepContext, logs_to_floats
 from priorlab.priors.base import Prior
 
 
 class VAE(Model, ElboModel, Generative):
-    """VAE (Kingma & Welling 2014) and β-VAE (Higgins et al. 2017, eq. 4) with β = ``beta`` ≥ 0."""
+    """VAE (Kingma & Welling 2014) and β-VAE (Higgins et al. 2017, eq. 4) with β = ``beta`` ≥ 0.
+
+    ``encoder_input``: ``raw``, or ``row_normalised`` — the encoder sees x / Σ_j x_j while the
+    likelihood scores x (counts; paper 003 App. C.1, where the released code feeds every model of
+    a comparison the same normalised rows). ``scaling``: the weights of the ELBO terms in the loss
+    (:class:`~priorlab.models.elbo.LossScaling`; the negative ELBO by default)."""
 
     def __init__(
         self,
@@ -28,18 +34,37 @@ class VAE(Model, ElboModel, Generative):
         likelihood: Likelihood,
         prior: Prior,
         beta: float = 1.0,
+        encoder_input: str = "raw",
+        scaling: LossScaling = PAPER_SCALING,
     ):
         super().__init__()
         if not beta >= 0:
             raise ValueError(f"beta must be >= 0, got {beta!r}")
+        if encoder_input not in ENCODER_INPUTS:
+            raise ValueError(f"encoder_input must be one of {ENCODER_INPUTS}, got {encoder_input!r}")
         self.encoder, self.posterior_head = encoder, posterior
         self.decoder, self.likelihood, self.prior = decoder, likelihood, prior
-        self.beta = beta
+        self.beta, self.encoder_input, self.scaling = beta, encoder_input, scaling
+        self._n_data = 0  # N of the training set, from bind_data (a Python int: read every step)
+
+    # -- data -------------------------------------------------------------------------
+    def bind_data(self, data) -> None:
+        """N of the training set; the prepared training rows to a likelihood that ``binds_data``."""
+        x = data.x("train")
+        self._n_data = len(x)
+        if self.likelihood.binds_data:
+            self.likelihood.bind_data(data.prepare(x))
 
     # -- the generative and recognition models --------------------------------------
+    def encoder_view(self, x: torch.Tensor) -> torch.Tensor:
+        """What the recognition nets see of ``x``: x, or x / Σ_j x_j (``encoder_input: row_normalised``)."""
+        if self.encoder_input == "row_normalised":
+            return x / x.sum(-1, keepdim=True).clamp_min(1.0)
+        return x
+
     def posterior(self, x: torch.Tensor) -> Distribution:
-        """q(z | x)."""
-        return self.posterior_head(self.encoder(x))
+        """q(z | x), the encoder applied to :meth:`encoder_view` of x."""
+        return self.posterior_head(self.encoder(self.encoder_view(x)))
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """Decoder output (likelihood parameters) for codes ``z``."""
@@ -84,7 +109,7 @@ class VAE(Model, ElboModel, Generative):
         """Minibatch loss and the logged terms (means over the batch) as numbers, read back in one
         transfer (the training step itself keeps them on the device: :meth:`train_step`)."""
         terms = self.terms(x, labels)
-        loss = objective(terms, self.beta, kl_weight)
+        loss = objective(terms, self.beta, kl_weight, self.scaling)
         return loss, logs_to_floats(self.step_logs(loss, terms))
 
     @staticmethod
@@ -114,7 +139,7 @@ class VAE(Model, ElboModel, Generative):
         loss when ``ctx.wants_logs`` is false), and a non-finite loss is left to the trainer's
         record of ``finite_keys`` (a step does not wait to look at it)."""
         terms = self(batch.x, batch.labels)
-        loss = objective(terms, self.beta, ctx.kl_weight)
+        loss = objective(terms, self.beta, ctx.kl_weight, self.scaling)
         logs = self.step_logs(loss, terms) if ctx.wants_logs else {"loss": loss.detach()}
         ctx.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -123,7 +148,15 @@ class VAE(Model, ElboModel, Generative):
         return logs
 
     def after_step(self, batch: Batch, terms: ElboTerms, step: int) -> None:
-        """Updates after the optimiser step that use the step's terms (e.g. SVI on a prior); none here."""
+        """Updates after the optimiser step that use the step's terms (e.g. SVI on a prior): here the
+        likelihood's closed-form update, when it declares one (``updates_after_step``), from the
+        decoder output at the step's codes with the new weights. Subclasses call it first."""
+        if self.likelihood.updates_after_step:
+            if self._n_data < 1:
+                raise RuntimeError(f"{type(self).__name__}: call bind_data(data) before training "
+                                   "(N enters the likelihood's update)")
+            with torch.no_grad():
+                self.likelihood.step_update(batch.x, self.decode(terms.z.detach()), self._n_data, self.scaling)
 
     # -- training phases ----------------------------------------------------------------
     def load_pretrained(self, state: dict[str, torch.Tensor]) -> None:

@@ -254,8 +254,8 @@ class VSC(VAE):
     def __init__(self, encoder, posterior: SpikeSlabPosterior, decoder, likelihood, prior: PseudoInputPrior, *,
                  alpha: float, beta: float = 1.0, warmup_ramp_steps: int = 0, sharpness_start: float = 50.0,
                  sharpness_end: float = 200.0, sharpness_ramp_steps: int = 0, prior_spike_sharpening: float = 0.0,
-                 kl_slabs: str = "warmed", bernoulli_kl: str = "clamped"):
-        super().__init__(encoder, posterior, decoder, likelihood, prior, beta=beta)
+                 kl_slabs: str = "warmed", bernoulli_kl: str = "clamped", encoder_input: str = "raw"):
+        super().__init__(encoder, posterior, decoder, likelihood, prior, beta=beta, encoder_input=encoder_input)
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
         if sharpness_start <= 0 or sharpness_end <= 0:
@@ -302,7 +302,7 @@ class VSC(VAE):
         if x is None:
             raise ValueError("the VSC prior is selected per observation: prior_distribution needs x")
         gamma_u, loc_u, logvar_u = self.posterior_head.parameters_of(self.encoder(self.prior.pseudo_inputs))
-        return SelectedPseudoInputPrior(gamma_u, loc_u, logvar_u, self.prior.weights(x))
+        return SelectedPseudoInputPrior(gamma_u, loc_u, logvar_u, self.prior.weights(self.encoder_view(x)))
 
     def terms(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> ElboTerms:
         """The ELBO terms of ``models/elbo.py``.  Speed only (same maths, row-wise nets): data and
@@ -310,13 +310,14 @@ class VSC(VAE):
         2 threads on the MLP and conv benchmark nets: 1.35x vs 1.13x the VAE step on conv)."""
         n = x.shape[0]
         pseudo = self.prior.pseudo_inputs.to(x.dtype)
-        feats = self.encoder(torch.cat([x, pseudo]))
+        view = self.encoder_view(x)  # pseudo-inputs live in the encoder's input space
+        feats = self.encoder(torch.cat([view, pseudo]))
         head = self.posterior_head
         log_gamma, mu, logvar = head.raw_parameters(feats)  # one head pass for both (row-wise maths)
         gamma = torch.exp(log_gamma)
         loc, wlogvar = head.warm(mu, logvar)
         q = head.distribution(gamma[:n], loc[:n], wlogvar[:n])  # the warmed slabs: training draws (eq. 7)
-        weights = self.prior.weights(x)
+        weights = self.prior.weights(view)
         if self.paper_objective:
             p = SelectedPseudoInputPrior(gamma[n:], loc[n:], wlogvar[n:], weights)
             terms = elbo_terms(x, q, p, self.decode, self.likelihood)
