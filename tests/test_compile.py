@@ -177,7 +177,7 @@ def test_the_other_gradient_kinds_compile_whole_and_follow_eager(tmp_path, kind)
     cpu = load_params(gpu_bench.ROOT / "profiles" / "cpu.yaml")
     if kind == "sparse_vae":
         spec = cpu.model("sparse_vae")
-        setup, shape = setup_for(spec, cpu.sparse_vae_study), (30,)
+        setup, shape = setup_for(cpu.sparse_vae_study), (30,)
     else:
         spec, setup, shape = cpu.model(kind), gpu_bench.shrink_setup(cpu.setup("dsprites_isa")), (1, 32, 32)
     data = gpu_bench.synthetic_dataset(shape, 256)

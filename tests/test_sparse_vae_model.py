@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from priorlab.config import OptimParams, ParamsError, SetupParams, SparseVAEParams
+from priorlab.config import OptimParams, ParamsError, SetupParams, SparseVAEParams, VAEParams
 from priorlab.data.store import Dataset
 from priorlab.errors import DataError
 from priorlab.experiments import sparse_vae_experiments as E
@@ -31,7 +31,7 @@ def data(n: int = 64, seed: int = 0, counts: bool = False) -> Dataset:
 
 def model(seed: int = 0, likelihood: str = "gaussian_ig", **kw) -> SparseVAE:
     torch.manual_seed(seed)
-    setup = SetupParams(dataset="t", latent_dim=K, hidden=[8], likelihood=likelihood, obs_std=1.0)
+    setup = SetupParams(dataset="t", latent_dim=K, hidden=[8, 8], likelihood=likelihood, obs_std=1.0)
     return build_model(setup, SparseVAEParams(kind="sparse_vae", warm_start="scratch", **kw), (G,))
 
 
@@ -79,8 +79,8 @@ def test_penalty_needs_bound_data():
         m.terms(torch.zeros(2, G))
 
 
-def test_sigma_map_update_is_the_closed_form_on_the_batch():
-    m, d = model(), data()
+def step_residuals(m: SparseVAE, d: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    """One training step; the batch and its residuals at the step's codes with the new weights."""
     captured = {}
     original = m.after_step
 
@@ -90,11 +90,115 @@ def test_sigma_map_update_is_the_closed_form_on_the_batch():
 
     m.after_step = spy
     _, x = one_step(m, d)
+    return x, x.double() - m.decode_mean(captured["z"]).double()
+
+
+def test_sigma_map_update_is_the_closed_form_on_the_batch():
+    m, d = model(), data()
+    x, resid = step_residuals(m, d)
     lik = m.likelihood
-    resid = x.double() - m.decode_mean(captured["z"]).double()
     n, b = 64.0, x.shape[0]
     expected = (lik.nu * float(lik.xi) + (n / b) * resid.pow(2).sum(0)) / (lik.nu + n + 2)
     torch.testing.assert_close(lik.sigma2.double(), expected, rtol=1e-5, atol=1e-7)
+
+
+def test_released_code_scaling_weighs_the_terms_as_the_authors_code():
+    """loss_scaling: released_code = −(1/G) log p(x|z) + (β/K) KL + penalty / B per observation
+    (models.py:125, 189, 263 of the released code); paper = −log p(x|z) + β KL + penalty / N."""
+    d = data()
+    x = d.prepare(d.x("train"))[:16]
+    for scaling in ("paper", "released_code"):
+        m = model(loss_scaling=scaling, beta=2.0)
+        m.bind_data(d)
+        torch.manual_seed(3)
+        loss, _ = m.loss(x)
+        torch.manual_seed(3)
+        t = m.terms(x)
+        pen = m.ssl.penalty(m.decoder.W)
+        if scaling == "paper":
+            expected = (-t.log_lik + 2.0 * t.kl).mean() + pen / 64
+        else:
+            expected = (-t.log_lik / G + 2.0 * t.kl / K).mean() + pen / 16
+        torch.testing.assert_close(loss, expected)
+
+
+def test_released_code_sigma_is_the_minimiser_of_the_codes_sigma_objective():
+    m, d = model(loss_scaling="released_code"), data()
+    x, resid = step_residuals(m, d)
+    lik = m.likelihood
+    b, nu, xi = x.shape[0], lik.nu, float(lik.xi)
+
+    def code_objective(log_sigma):  # reconstruction_loss + sigma_loss of the released code, per batch
+        s2 = torch.exp(2 * log_sigma)
+        recon = 0.5 * (resid.pow(2) / s2).mean()
+        return recon + ((b + nu + 2) * log_sigma.sum() + 0.5 * nu * xi * (1 / s2).sum()) / b
+
+    log_sigma = (0.5 * lik.sigma2.double().log()).requires_grad_(True)
+    grad, = torch.autograd.grad(code_objective(log_sigma), log_sigma)
+    assert grad.abs().max() < 1e-6  # σ_j² (stored in float32) is its stationary point ...
+    for delta in (-0.05, 0.05):  # ... and a minimum
+        assert code_objective(log_sigma.detach() + delta) > code_objective(log_sigma.detach())
+
+
+def test_vae_baseline_gets_the_same_sigma_treatment():
+    """A vae-kind model on the gaussian_ig likelihood binds ξ and updates σ_j² after every step by the
+    rule of its loss scaling, exactly as the sparse VAE does."""
+    d = data()
+    setup = SetupParams(dataset="t", latent_dim=K, hidden=[8, 8], likelihood="gaussian_ig", obs_std=1.0)
+    for scaling in ("paper", "released_code"):
+        torch.manual_seed(0)
+        vae = build_model(setup, VAEParams(kind="vae", warm_start="scratch", loss_scaling=scaling), (G,))
+        with pytest.raises(RuntimeError, match="bind_data"):
+            vae.after_step(Batch(torch.zeros(2, G)), vae.terms(torch.zeros(2, G)), 0)
+        vae.bind_data(d)
+        assert torch.isfinite(vae.likelihood.xi)
+        torch.testing.assert_close(vae.likelihood.sigma2, d.x("train").var(0))
+        opt = torch.optim.Adam(vae.param_groups(1e-2)[0]["params"], lr=1e-2)
+        x = d.prepare(d.x("train"))[:16]
+        torch.manual_seed(1)
+        terms = vae.terms(x)
+        before = vae.likelihood.sigma2.clone()
+        torch.manual_seed(1)
+        vae.train_step(Batch(x), 0, StepContext(opt))
+        ss = (x.double() - vae.decode(terms.z.detach()).double()).pow(2).sum(0)
+        nu, xi = vae.likelihood.nu, vae.likelihood.xi.double()
+        expected = (nu * xi + ss * 64 / 16) / (nu + 64 + 2) if scaling == "paper" else (nu * xi + ss / G) / (16 + nu + 2)
+        assert not torch.equal(vae.likelihood.sigma2, before)
+        torch.testing.assert_close(vae.likelihood.sigma2.double(), expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["vae", "vsc"])
+def test_every_kind_of_a_comparison_can_see_row_normalised_input(kind):
+    from priorlab.config import VSCParams
+
+    setup = SetupParams(dataset="t", latent_dim=K, hidden=[8, 8], likelihood="multinomial")
+    spec = VAEParams(kind="vae", warm_start="scratch", encoder_input="row_normalised") if kind == "vae" else \
+        VSCParams(kind="vsc", warm_start="scratch", encoder_input="row_normalised")
+    torch.manual_seed(0)
+    m = build_model(setup, spec, (G,))
+    x = data(counts=True).prepare(data(counts=True).x("train"))[:4]
+    torch.testing.assert_close(m.represent(x), m.represent(5 * x))
+    m.bind_data(data(counts=True))
+    torch.manual_seed(2)
+    t1 = m.terms(x)
+    torch.manual_seed(2)
+    t2 = m.terms(5 * x)
+    torch.testing.assert_close(t1.kl, t2.kl)  # the recognition side sees shares only
+
+
+def test_study_requires_one_encoder_input_per_comparison():
+    from priorlab.config import Params, SparseVaeRealParams, SparseVaeStudyParams
+
+    models = {"s": SparseVAEParams(kind="sparse_vae", warm_start="scratch", encoder_input="row_normalised"),
+              "v": VAEParams(kind="vae", warm_start="scratch")}
+    study = SparseVaeStudyParams(movielens=SparseVaeRealParams(models=["s", "v"]))
+    opt = OptimParams(steps=1, batch_size=1, lr=1e-3)
+    params = Params(profile="t", device="cpu", datasets={}, setups={}, models=models, pretrain=opt,
+                    train=opt, runs={}, sparse_vae_study=study)
+    with pytest.raises(ParamsError, match="same encoder input"):
+        study.check("sparse_vae_study", params)
+    fixed = dataclasses.replace(models["v"], encoder_input="row_normalised")
+    study.check("sparse_vae_study", dataclasses.replace(params, models={**models, "v": fixed}))
 
 
 def test_unneeded_columns_shrink_under_training(tmp_path):
@@ -131,6 +235,7 @@ def test_row_normalised_encoder_input_and_general_prior():
     ({"lambda0": 1.0, "lambda1": 1.0}, "lambda0 must exceed"),
     ({"lambda1": 0.0}, "lambda1"),
     ({"encoder_input": "log"}, "encoder_input"),
+    ({"loss_scaling": "code"}, "loss_scaling"),
     ({"prior_cov": [[1.0, 0.0]]}, "square"),
     ({"prior_cov": [[1.0, 2.0], [2.0, 1.0]]}, "positive definite"),
 ])
@@ -144,6 +249,14 @@ def test_prior_cov_must_match_latent_dim():
         model(prior_cov=[[1.0, 0.0], [0.0, 1.0]])
 
 
+def _stats(mse, dci, f1=None, active=2.0, collapse=0.0, n=10):
+    out = {"n": n, "mse": mse, "mse_mean": mse, "dci_d": dci, "dci_d_mean": dci, "active_columns": active,
+           "active_columns_mean": active, "collapse_rate": collapse}
+    if f1 is not None:
+        out.update(f1=f1, f1_mean=f1)
+    return out
+
+
 def test_study_metrics_and_claims():
     z = np.random.RandomState(0).standard_normal((50, 2))
     codes = np.c_[np.zeros(50), -z[:, 1], 2 * z[:, 0]]
@@ -152,33 +265,70 @@ def test_study_metrics_and_claims():
     assert s["precision"] == pytest.approx(2 / 3) and s["recall"] == 1.0 and s["f1"] == pytest.approx(0.8)
     f = E.bin_factors(z, z, 4)
     assert f.min() == 0 and f.max() == 3 and np.all(np.bincount(f[:, 0]) >= 12)
-    good = {"mse": 0.1, "dci_d": 0.9, "f1": 0.9, "active_columns": 2.0}
-    bad = {"mse": 0.5, "dci_d": 0.3}
-    summary = {"s": {0.0: good, 0.8: good}, "v": {0.0: bad, 0.8: {"mse": 0.05, "dci_d": 0.3}}}
-    claims = E.decide_claims(summary, "s", ["v"], 5)
+    good, bad = _stats(0.1, 0.9, f1=0.9), _stats(0.5, 0.3)
+    summary = {"s": {0.0: good, 0.8: good}, "v": {0.0: bad, 0.8: _stats(0.05, 0.3)}}
+    claims, changes = E.decide_claims(summary, "s", ["v"], 5)
     assert [c.reproduced for c in claims] == [True, True, True]  # 1 of 2 ρ may be lost
+    assert all("median over 10 data sets" in c.criterion for c in claims) and len(changes) == 3
     summary["s"][0.0] = {**good, "mse": 0.6, "active_columns": 3.0}
-    claims = E.decide_claims(summary, "s", ["v"], 5)
+    claims, _ = E.decide_claims(summary, "s", ["v"], 5)
     assert [c.reproduced for c in claims] == [False, True, False]
+    # the old rule (means) is evaluated on its own statistics: an outlier moves the mean, not the median
+    summary["s"][0.0] = {**good, "mse_mean": 5.0}
+    summary["s"][0.8] = {**good, "mse_mean": 5.0}
+    claims, changes = E.decide_claims(summary, "s", ["v"], 5)
+    assert claims[0].reproduced is True and changes[0].old_verdict is False and changes[0].new_verdict is True
+
+
+def test_collapse_and_medians():
+    assert E.collapsed({"mse": 3.5, "active_columns": 4}) and E.collapsed({"mse": 0.3, "active_columns": 1})
+    assert not E.collapsed({"mse": 0.3, "active_columns": 2}) and not E.collapsed({"mse": 9.0})  # linear: never
+    rows = [{"rho": 0.0, "seed": i, "method": "s", "mse": m, "dci_d": 0.5, "active_columns": 2,
+             "collapsed": m > 3} for i, m in enumerate([0.2, 0.3, 0.4, 9.0])]
+    s = E.summarise(rows)["s"][0.0]
+    assert s["n"] == 4 and s["mse"] == pytest.approx(0.35) and s["mse_mean"] == pytest.approx(2.475)
+    assert s["collapse_rate"] == 0.25 and s["mse_q25"] <= s["mse"] <= s["mse_q75"]
+
+
+def test_dci_regression_on_continuous_factors():
+    from priorlab.metrics import dci_regression
+
+    rs = np.random.RandomState(0)
+    z = rs.standard_normal((400, 2))
+    ideal = dci_regression(np.c_[z, rs.standard_normal((400, 3))], z, np.c_[z, rs.standard_normal((400, 3))], z)
+    rot = np.c_[z @ np.array([[1.0, 1.0], [1.0, -1.0]]), rs.standard_normal((400, 3))]
+    mixed = dci_regression(rot, z, rot, z)
+    assert ideal["disentanglement"] > 0.9 and ideal["completeness"] > 0.9 and ideal["mse_test"] < 0.1
+    assert mixed["disentanglement"] < 0.5 * ideal["disentanglement"]
+    again = dci_regression(rot, z, rot, z)
+    assert again["disentanglement"] == mixed["disentanglement"]  # seeded
+    with pytest.raises(ValueError, match="2 code dimensions"):
+        dci_regression(z[:, :1], z, z[:, :1], z)
 
 
 @pytest.mark.slow
 def test_study_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
-    from priorlab.config import ModelParams, Params, SparseVaeStudyParams
+    from priorlab.config import Params, SparseVaeStudyParams
 
     monkeypatch.setattr(E, "OUT", tmp_path / "out")
     monkeypatch.setattr(E.paths, "CHECKPOINTS", tmp_path / "ckpt")
     models = {"s": SparseVAEParams(kind="sparse_vae", warm_start="scratch"),
-              "v": ModelParams(kind="vae", warm_start="scratch")}
-    study = SparseVaeStudyParams(models=["s", "v"], rhos=[0.0], datasets_per_rho=1, n=120, latent_dim=3, hidden=[8],
-                                 dci_bins=3, dci_backend="hist",
+              "v": VAEParams(kind="vae", warm_start="scratch"),
+              "sc": SparseVAEParams(kind="sparse_vae", warm_start="scratch", loss_scaling="released_code"),
+              "vc": VAEParams(kind="vae", warm_start="scratch", loss_scaling="released_code")}
+    study = SparseVaeStudyParams(models=["s", "v"], variant_models=["sc", "vc"], rhos=[0.0], datasets_per_rho=2,
+                                 variant_datasets_per_rho=1, n=120, latent_dim=3, hidden=[8, 8],
                                  train=OptimParams(steps=20, batch_size=30, lr=1e-2, checkpoint_every=10**6))
     params = Params(profile="tiny", device="cpu", datasets={}, setups={}, models=models, pretrain=study.train,
                     train=study.train, runs={}, sparse_vae_study=study)
     out = E.run_sparse_vae_experiments(params)
-    assert {r["method"] for r in out["rows"]} == {"s", "v", "PCA", "FactorAnalysis"}
+    assert {r["method"] for r in out["rows"]} == {"s", "v", "sc", "vc", "PCA", "FactorAnalysis"}
+    assert sum(r["method"] == "sc" for r in out["rows"]) == 1 and sum(r["method"] == "s" for r in out["rows"]) == 2
     assert len(out["claims"]) == 3 and all(c["reproduced"] in (True, False) for c in out["claims"])
+    assert len(out["released_code_claims"]) == 3 and len(out["criterion_changes"]) == 3
     assert (tmp_path / "out" / "summary.json").is_file() and (tmp_path / "out" / "w_heatmap.png").is_file()
+    fidelity = (tmp_path / "out" / "fidelity.md").read_text()
+    assert "released code" in fidelity and "K → 8 → 8" in fidelity and "sc (sparse_vae, released_code)" in fidelity
     again = E.run_sparse_vae_experiments(params)  # same params and seeds: same numbers
     assert [r["mse"] for r in again["rows"]] == [r["mse"] for r in out["rows"]]
 

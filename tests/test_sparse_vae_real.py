@@ -75,11 +75,11 @@ def test_mean_std_and_claim_rule():
 
 
 def _params(**study) -> Params:
-    from priorlab.config import SparseVAEParams, VSCParams
+    from priorlab.config import SparseVAEParams, VAEParams, VSCParams
 
     models = {"s": SparseVAEParams(kind="sparse_vae", warm_start="scratch"),
               "c": SparseVAEParams(kind="sparse_vae", warm_start="scratch", encoder_input="row_normalised"),
-              "v": ModelParams(kind="vae", warm_start="scratch"),
+              "v": VAEParams(kind="vae", warm_start="scratch"),
               "vsc": VSCParams(kind="vsc", warm_start="scratch", alpha=0.01),
               "f": ModelParams(kind="fmvae", warm_start="scratch")}
     opt = OptimParams(steps=10, batch_size=64, lr=1e-2, checkpoint_every=10**6)
@@ -100,10 +100,12 @@ def test_real_study_config_errors(kw, match):
     with pytest.raises(ParamsError, match=match):
         SparseVaeRealParams(**kw).check("sparse_vae_study.movielens", params)
     SparseVaeRealParams(models=["s", "v", "vsc"]).check("k", params)  # vsc is a study kind
+    with pytest.raises(ParamsError, match="same encoder input"):  # c: row-normalised, v: raw
+        SparseVaeRealParams(models=["c", "v"]).check("sparse_vae_study.movielens", params)
 
 
 def _tiny(models, **kw) -> SparseVaeRealParams:
-    return SparseVaeRealParams(models=models, splits=1, latent_dim=3, hidden=[8], n_items=40,
+    return SparseVaeRealParams(models=models, splits=1, latent_dim=3, hidden=[8, 8], n_items=40,
                                train=OptimParams(steps=6, batch_size=64, lr=1e-2, checkpoint_every=10**6), **kw)
 
 
@@ -119,15 +121,16 @@ def test_both_studies_run_on_tiny_settings(tmp_path, monkeypatch):
     except FileNotFoundError:
         pytest.skip("MovieLens / PBMC files not installed (scripts/install_datasets.sh)")
     monkeypatch.setattr(E.paths, "CHECKPOINTS", tmp_path / "ckpt")
-    params = _params(movielens=_tiny(["c", "v", "vsc"]), single_cell=_tiny(["s", "v"]))
+    params = _params(movielens=_tiny(["s", "v", "vsc"]), single_cell=_tiny(["s", "v"]))
+    params.sparse_vae_study.check("sparse_vae_study", params)
     out = R.run_real(params)
-    assert {r["method"] for r in out["movielens"]["rows"]} == {"c", "v", "vsc", "NMF"}
+    assert {r["method"] for r in out["movielens"]["rows"]} == {"s", "v", "vsc", "NMF"}
     assert {r["method"] for r in out["single_cell"]["rows"]} == {"s", "v", "NMF", "PCA"}
     for r in out["movielens"]["rows"]:
         assert r["nll"] > 0 and 0 <= r["recall"] <= 1 and 0 <= r["ndcg"] <= 1
     assert all(0 <= r["accuracy"] <= 1 for r in out["single_cell"]["rows"])
     topics = out["movielens"]["topics"]
-    assert topics["method"] == "c" and all(len(t) == R.TOP_MOVIES for t in topics["movies"])
+    assert topics["method"] == "s" and all(len(t) == R.TOP_MOVIES for t in topics["movies"])
     assert [c.paper.split()[-1] for c in out["claims"]] == ["1a", "1a", "1a", "4"]
     counts = dataclasses.replace(params.sparse_vae_study, single_cell=_tiny(["c"], preprocess="counts"),
                                  movielens=SparseVaeRealParams())

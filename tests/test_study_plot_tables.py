@@ -80,7 +80,7 @@ def sparse_rows() -> list[dict]:
     return rows
 
 
-def test_recovery_table_holds_the_mean_per_rho_of_every_score_a_method_has():
+def test_recovery_table_holds_the_median_per_rho_of_every_score_a_method_has():
     header, rows = E.recovery_table(E.summarise(sparse_rows()))
     assert header == ["rho", "mse_s", "mse_v", "mse_PCA", "dci_d_s", "dci_d_v", "dci_d_PCA", "precision_s",
                       "precision_PCA", "recall_s", "recall_PCA", "f1_s", "f1_PCA", "active_columns_s"]
@@ -129,15 +129,16 @@ def fake_sparse_rows(params) -> list[dict]:
     study, rng, rows = params.sparse_vae_study, np.random.default_rng(3), []
     for rho in study.rhos:
         for seed in range(2):
-            methods = [(m, params.models[m].kind) for m in study.models] + [("PCA", "linear"),
-                                                                            ("FactorAnalysis", "linear")]
+            methods = [(m, params.models[m].kind) for m in study.models + study.variant_models] + [
+                ("PCA", "linear"), ("FactorAnalysis", "linear")]
             for method, kind in methods:
                 row = {"rho": rho, "seed": seed, "method": method, "kind": kind, "mse": float(rng.uniform()),
                        "dci_d": float(rng.uniform())}
                 if kind in ("sparse_vae", "linear"):
                     row.update(precision=float(rng.uniform()), recall=float(rng.uniform()), f1=float(rng.uniform()))
-                if kind == "sparse_vae":
+                if kind != "linear":
                     row["active_columns"] = int(rng.integers(1, 5))
+                    row["collapsed"] = E.collapsed(row)
                 rows.append(row)
     return rows
 
@@ -178,7 +179,7 @@ def test_sparse_vae_stage_writes_the_recovery_table(tmp_path, monkeypatch):
     header, table = E.recovery_table(E.summarise(rows))
     assert list(back.dtype.names) == header and len(back) == len(params.sparse_vae_study.rhos)
     np.testing.assert_allclose(np.array(back.tolist()), table, rtol=1e-9)
-    for method, per_rho in result["summary"].items():  # the summary the report reads, the same means
+    for method, per_rho in result["summary"].items():  # the summary the report reads, the same medians
         for rho, scores in per_rho.items():
             i = [float(r) for r in back["rho"]].index(float(rho))
             assert back[f"mse_{method}"][i] == pytest.approx(scores["mse"], rel=1e-9)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from priorlab.config.checks import ParamsError, _non_negative, _one_of, _positive
+from priorlab.config.models import encoder_input_of
 from priorlab.config.training import EvaluateParams, OptimParams
 
 
@@ -120,6 +121,18 @@ class MsscStudyParams:
 SPARSE_VAE_STUDY_KINDS = ("vae", "sparse_vae", "vsc")  # model kinds paper 003's studies train
 
 
+def check_study_models(key: str, names: list[str], params: "Params") -> None:
+    """Every name a ``models`` entry of a paper-003 kind, all with the same ``encoder_input`` (every
+    model of a comparison sees the same input)."""
+    for i, m in enumerate(names):
+        _one_of(f"{key}[{i}]", m, tuple(params.models))
+        _one_of(f"{key}[{i}] (its kind)", params.models[m].kind, SPARSE_VAE_STUDY_KINDS)
+    inputs = {m: encoder_input_of(params.models[m]) for m in names}
+    if len(set(inputs.values())) > 1:
+        raise ParamsError(f"{key}: every model of a comparison must see the same encoder input, got "
+                          + ", ".join(f"{m}: {v}" for m, v in inputs.items()))
+
+
 @dataclass(frozen=True)
 class SparseVaeRealParams:
     """A real-data study of paper 003 (``sparse_vae_study.movielens`` / ``.single_cell``): every
@@ -137,7 +150,7 @@ class SparseVaeRealParams:
     test_fraction: float = 0.2
     n_items: int = 300
     latent_dim: int = 30
-    hidden: list[int] = field(default_factory=lambda: [300, 300, 300])
+    hidden: list[int] = field(default_factory=lambda: [300, 300])
     nmf_alpha: float = 1.0
     min_user_positives: int = 20
     foldin_fraction: float = 0.8
@@ -149,9 +162,7 @@ class SparseVaeRealParams:
     def check(self, key: str, params: "Params") -> None:
         if not self.models:
             return
-        for i, m in enumerate(self.models):
-            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
-            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, SPARSE_VAE_STUDY_KINDS)
+        check_study_models(f"{key}.models", self.models, params)
         for name in ("splits", "n_items", "latent_dim", "recall_k", "ndcg_k"):
             _positive(f"{key}.{name}", getattr(self, name))
         for name in ("nmf_alpha", "min_user_positives"):
@@ -173,31 +184,36 @@ class SparseVaeStudyParams:
     every ρ in ``rhos``, ``datasets_per_rho`` data sets of ``n`` points (seeds 0, 1, …; 50/50 split;
     noise std ``noise_std``), every ``models`` entry (kinds vae / sparse_vae) with ``latent_dim``
     latents and an MLP of ``hidden`` widths, trained with ``train``; PCA and FactorAnalysis with
-    ``latent_dim`` components. DCI on the true z binned into ``dci_bins`` quantile bins.
-    ``models: []`` = off."""
+    ``latent_dim`` components; ``variant_models`` (shown beside the claims, not deciding them: the
+    released code's loss scaling, VSC) on the first ``variant_datasets_per_rho`` data sets. DCI by
+    ``dci_mode``: ``regression`` on the continuous true z (the released code's), or ``classification``
+    of z binned into ``dci_bins`` quantile bins (``dci_backend``). ``models: []`` = off."""
 
     models: list[str] = field(default_factory=list)
+    variant_models: list[str] = field(default_factory=list)
     rhos: list[float] = field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.8])
     datasets_per_rho: int = 25
+    variant_datasets_per_rho: int = 25
     n: int = 1000
     noise_std: float = 0.5
     latent_dim: int = 5
-    hidden: list[int] = field(default_factory=lambda: [50])
+    hidden: list[int] = field(default_factory=lambda: [50, 50])
+    dci_mode: Literal["regression", "classification"] = "regression"
     dci_bins: int = 10
     dci_backend: Literal["gbt", "hist"] = "gbt"  # the DCI classifiers (priorlab.metrics.dci); hist: ~6x faster
     train: OptimParams = field(default_factory=lambda: OptimParams(steps=2000, batch_size=100, lr=1e-2))
     movielens: SparseVaeRealParams = field(default_factory=SparseVaeRealParams)  # table 1a, 3a
     single_cell: SparseVaeRealParams = field(default_factory=lambda: SparseVaeRealParams(
-        n_items=558, latent_dim=15, hidden=[100, 100, 100], train=OptimParams(steps=500, batch_size=512, lr=1e-2)))
+        n_items=558, latent_dim=15, hidden=[100, 100], train=OptimParams(steps=500, batch_size=512, lr=1e-2)))
 
     def check(self, key: str, params: "Params") -> None:
         self.movielens.check(f"{key}.movielens", params)
         self.single_cell.check(f"{key}.single_cell", params)
         if not self.models:
             return
-        for i, m in enumerate(self.models):
-            _one_of(f"{key}.models[{i}]", m, tuple(params.models))
-            _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, SPARSE_VAE_STUDY_KINDS)
+        check_study_models(f"{key}.models", self.models + self.variant_models, params)
+        _non_negative(f"{key}.variant_datasets_per_rho", self.variant_datasets_per_rho)
+        _one_of(f"{key}.dci_mode", self.dci_mode, ("regression", "classification"))
         if not self.rhos:
             raise ParamsError(f"{key}.rhos must not be empty")
         for i, r in enumerate(self.rhos):

@@ -11,7 +11,7 @@ from .active_units import active_dims
 from .beta_vae import beta_vae_score
 from .clustering import cluster_accuracy
 from .correlation import correlation_contrast, correlation_matrix, order_latents_by_source
-from .dci import completeness, dci, disentanglement, importance_matrix
+from .dci import completeness, dci, dci_regression, disentanglement, importance_matrix
 from .discretise import discretise, factor_entropy, mutual_information
 from .factor_vae import factor_vae_score
 from .mig import mig
@@ -34,7 +34,7 @@ def versions() -> dict:
 
 __all__ = [
     "active_dims", "beta_vae_score", "cluster_accuracy", "completeness", "correlation_contrast",
-    "correlation_matrix", "dci", "discretise", "disentanglement", "factor_entropy", "factor_vae_score",
+    "correlation_matrix", "dci", "dci_regression", "discretise", "disentanglement", "factor_entropy", "factor_vae_score",
     "importance_matrix", "mig", "modularity", "modularity_explicitness", "mutual_information",
     "ndcg_at_k", "order_latents_by_source", "presence_aware_dci", "presence_aware_factors", "presence_aware_mig",
     "probe_accuracy", "recall_at_k", "sap", "sap_score_matrix",
