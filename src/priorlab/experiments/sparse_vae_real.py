@@ -15,7 +15,7 @@ each held-out user with ≥ 5 items, a random ``foldin_fraction`` of the items i
 (fold-in), the rest (int((1 − f) n)) is scored; the fold-in items are excluded from the ranking.
 Likelihood: multinomial (softmax over the G movies, table 6). Every model of a comparison sees the
 same encoder input (validated): the 0/1 row, or with ``encoder_input: row_normalised`` the row divided
-by its sum (App. C.1; the released code feeds every model these rows).
+by its sum (the released code feeds every model these rows; the paper does not say).
 
 Single cell: the ``n_items`` most variable genes of the training cells; ``preprocess`` quantile
 (C.1's quantile normalisation to the training cells' reference; Gaussian likelihood as table 6:

@@ -22,8 +22,8 @@ class VAE(Model, ElboModel, Generative):
     """VAE (Kingma & Welling 2014) and β-VAE (Higgins et al. 2017, eq. 4) with β = ``beta`` ≥ 0.
 
     ``encoder_input``: ``raw``, or ``row_normalised`` — the encoder sees x / Σ_j x_j while the
-    likelihood scores x (counts; paper 003 App. C.1, where the released code feeds every model of
-    a comparison the same normalised rows). ``scaling``: the weights of the ELBO terms in the loss
+    likelihood scores x (counts; paper 003's released code feeds every model of a comparison these
+    rows; the paper does not say). ``scaling``: the weights of the ELBO terms in the loss
     (:class:`~priorlab.models.elbo.LossScaling`; the negative ELBO by default)."""
 
     def __init__(
