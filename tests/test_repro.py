@@ -208,3 +208,51 @@ def test_parse_params_once_leaves_other_filesystems_to_dvc(tmp_path):
         finally:
             dvc_param.read_param_file = patched
     assert len(seen) == 2  # read each time, not kept
+
+
+def test_an_untested_dvc_is_refused_with_one_line(project, monkeypatch, capsys):
+    """The runner drives DVC internals (issue 25): any release but the tested minor one is refused
+    before DVC is touched, with one line naming the found version and the two ways out."""
+    import priorlab.repro as repro
+    from priorlab.errors import UserError
+
+    repro.require_tested_dvc("3.67.1")
+    repro.require_tested_dvc()  # the installed one is the pinned one
+    for bad in ("3.68.0", "4.0.1", "3", "dev"):
+        with pytest.raises(UserError, match="plain `dvc repro`"):
+            repro.require_tested_dvc(bad)
+    monkeypatch.setattr(repro, "TESTED_DVC", (2, 0))
+    assert _run("-j", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tested with dvc 2.0.x, found dvc 3.67" in err[0]
+    assert not (project / "dvc.lock").exists() and not (project / "a.txt").exists()  # nothing ran
+
+
+def test_dvc_still_reads_params_through_the_function_the_runner_replaces(project):
+    """``parse_params_once`` swaps ``dvc.dependency.param.read_param_file``; if DVC stopped looking the
+    function up there, the swap would silently do nothing: DVC's own ``Stage.changed`` must call it."""
+    import dvc.dependency.param as dvc_param
+    from dvc.repo import Repo, lock_repo
+
+    from priorlab.repro import parse_params_once
+
+    (project / "params.yaml").write_text("x: 1\ny: {z: 2}\n")
+    (project / "dvc.yaml").write_text(yaml.safe_dump(
+        {"stages": {"p": {"cmd": "echo p > p.txt", "params": ["x", "y.z"], "outs": ["p.txt"]}}}))
+    assert _dvc(project, "repro").returncode == 0  # a lock entry with the params' values
+    calls = []
+    with parse_params_once():
+        patched = dvc_param.read_param_file
+
+        def counting(*args, **kwargs):
+            calls.append(args[1])
+            return patched(*args, **kwargs)
+
+        dvc_param.read_param_file = counting
+        try:
+            with Repo(str(project)) as repo, lock_repo(repo):  # as the runner holds it
+                stage = next(s for s in repo.index.stages if s.name == "p")
+                assert not stage.changed()  # up to date: decided by comparing the params read now
+        finally:
+            dvc_param.read_param_file = patched
+    assert calls and all(str(c).endswith("params.yaml") for c in calls)

@@ -325,9 +325,32 @@ def parse_params_once():
         dvc_param.read_param_file = original
 
 
+TESTED_DVC = (3, 67)
+"""The DVC release (major, minor) whose internals this runner and :mod:`priorlab.shard` drive:
+``Stage.changed/save/commit``, ``stage_cache.restore``, ``ProjectFile.dump_stages``,
+``dvc.dependency.param.read_param_file`` — not a public API (``requirements.txt`` pins dvc==3.67.1)."""
+
+
+def require_tested_dvc(version: str | None = None) -> None:
+    """Refuse, with one line, a DVC other than :data:`TESTED_DVC` (``version``: the installed one)."""
+    if version is None:
+        from importlib.metadata import version as installed
+
+        version = installed("dvc")
+    try:
+        found = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        found = ()
+    if found != TESTED_DVC:
+        tested = ".".join(map(str, TESTED_DVC))
+        raise UserError(f"the parallel runner drives DVC internals tested with dvc {tested}.x, found dvc {version}: "
+                        f"install the pinned one (pip install -r requirements.txt) or run plain `dvc repro`")
+
+
 def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequence[str] | None = None,
               root: str | Path = ".", dry: bool = False, log=print) -> Outcome:
     """Reproduce the pipeline of ``root`` (or ``targets`` and their upstream) on ``jobs`` workers."""
+    require_tested_dvc()
     from dvc.repo import Repo, lock_repo
 
     envs = worker_envs(jobs, gpus)

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Sequence
 
 from priorlab.errors import UserError
+from priorlab.repro import require_tested_dvc
 
 KIND_STEP_COST = {"fmvae": 6.5, "vsc": 2.1, "beta_tcvae": 1.7}
 """Cost of one training step relative to a VAE step, by model kind (other kinds: 1).  From the H200
@@ -529,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 raise ShardError("plan: give --shards N or --shard I/N")
             return cmd_plan(root, count, index, ns.json)
+        require_tested_dvc()  # run and collect drive DVC's internals (restore, push of run-cache objects)
         if ns.command == "run":
             index, count = parse_shard(ns.shard)
             if ns.wait < 0 or ns.poll <= 0:
