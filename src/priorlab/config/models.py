@@ -111,8 +111,8 @@ class VAEParams(ModelParams):
 
     ``encoder_input``: ``raw``, or ``row_normalised`` — the encoder sees x / Σ_j x_j, the likelihood
     scores x (counts: paper 003's released code feeds every model of a comparison these rows; the
-    paper does not say). ``loss_scaling``: ``paper`` — the negative ELBO per observation, β·KL; ``released_code``
-    — paper 003's authors' scaling (``model/models.py``): a Gaussian reconstruction as an MSE mean
+    paper does not say). ``loss_scaling``: ``paper`` — the negative ELBO per observation, β·KL;
+    ``released_code`` — paper 003's authors' scaling (``model/models.py``): a Gaussian reconstruction as an MSE mean
     over the features, the KL as a mean over the batch and the K latents, σ_j of a ``gaussian_ig``
     likelihood by the code's per-batch objective (see :class:`priorlab.models.elbo.LossScaling`)."""
 

@@ -47,7 +47,7 @@ class BetaTCVAE(VAE):
     def bind_data(self, data) -> None:
         """N of the aggregate posterior q(z) = (1/N) Σ_n q(z|x_n): the training-set size."""
         super().bind_data(data)
-        self.set_dataset_size(len(data.x("train")))
+        self.set_dataset_size(self._n_data)
 
     def set_dataset_size(self, n: int) -> None:
         if n < 1:

@@ -106,7 +106,7 @@ def objective(terms: ElboTerms, beta: float = 1.0, kl_weight: float = 1.0,
     ``β`` is the β-VAE weight (Higgins et al. 2017); ``w`` the KL annealing weight of the current
     step; ``s_ll``, ``s_kl`` the :class:`LossScaling` weights (1 for the negative ELBO).
     """
-    if scaling == PAPER_SCALING:  # the same operations as ever: paper-scaled runs stay bit-identical
+    if scaling == PAPER_SCALING:  # the default adds no weighting ops to the step
         loss = -(terms.log_lik - beta * kl_weight * terms.kl)
     else:
         loss = -(scaling.log_lik * terms.log_lik - beta * kl_weight * scaling.kl * terms.kl)

@@ -232,7 +232,7 @@ class FactorialMixtureVAE(VAE):
     def bind_data(self, data) -> None:
         """N of the training set (SVI targets, global KLs per point)."""
         super().bind_data(data)
-        self._set_n_data(len(data.x("train")))
+        self._set_n_data(self._n_data)
 
     def training_set(self, data) -> TrainingSet:
         """The training rows; semi-supervised models add the seeded labelled subset's labels (-1 = none)."""

@@ -59,8 +59,8 @@ class MaskedDecoder(nn.Module):
     (f(αz) − c = α (f(z) − c) for α > 0): it cannot represent 3z₁², 6 sin z₂ or 7 z₁z₂ of the
     synthetic benchmark (eq. 9) — fitted on the true z with the true mask it stops at held-out MSE
     1.6–2.0 where the two-layer trunk reaches 0.27–0.32 (noise variance 0.25;
-    ``tests/test_sparse_vae.py``). The
-    second layer's bias breaks the homogeneity; the first stays bias-free as in the code.
+    ``tests/test_sparse_vae.py``). The second layer's bias breaks the homogeneity; the first stays
+    bias-free as in the code.
 
     Cost: the trunk sees B·G rows, so activations take B·G·H floats per layer (G times a plain
     MLP decoder's first layers).
