@@ -52,12 +52,12 @@ profile: venv          ## make profile PROFILE=tiny|cpu|paper: copy profiles/$(P
 	$(BIN)/python -m priorlab.config use $(PROFILE)
 
 bench: venv            ## training-step time ratios and the tiny pipeline's wall time -> reports/bench.json
-	$(BIN)/python -m priorlab.bench
+	$(BIN)/python -m benchmarks.bench
 
 bench-pipeline: venv datasets  ## a full `make repro` of PROFILE (default cpu) in a clean copy: wall by stage kind, fixed cost, peak RSS, no-op -> reports/bench.json
-	$(BIN)/python -m priorlab.bench_pipeline --profile $(PROFILE) --jobs $(JOBS)
+	$(BIN)/python -m benchmarks.bench_pipeline --profile $(PROFILE) --jobs $(JOBS)
 
-gpu-deps:              ## .gpu_deps/: PyYAML and tqdm wheels unpacked, for scripts/gpu_bench.py on a machine with torch only
+gpu-deps:              ## .gpu_deps/: PyYAML and tqdm wheels unpacked, for benchmarks/gpu_bench.py on a machine with torch only
 	rm -rf .gpu_deps && mkdir -p .gpu_deps/wheels
 	$(BIN)/python -m pip download --quiet --no-deps pyyaml==6.0.3 tqdm==4.67.1 -d .gpu_deps/wheels
 	for w in .gpu_deps/wheels/*.whl; do $(BIN)/python -m zipfile -e $$w .gpu_deps; done

@@ -2,7 +2,7 @@
 
 import pytest
 
-from priorlab.bench_pipeline import summarise
+from benchmarks.bench_pipeline import summarise
 
 
 def test_summary_by_kind_fixed_cost_and_peak():

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from priorlab import gpu_bench
+from benchmarks import gpu_bench
 from priorlab.config import OptimParams, ParamsError, load_params
 from priorlab.train import fit
 from tests.helpers import crash_at, gen
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow  # inductor compiles C++ kernels: seconds per grap
 
 @pytest.fixture(autouse=True)
 def _restore_validation():
+    torch._dynamo.reset()  # graph counts start from an empty cache, whatever compiled earlier in the process
     validate = torch.distributions.Distribution._validate_args
     yield
     torch.distributions.Distribution.set_default_validate_args(validate)

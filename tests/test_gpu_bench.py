@@ -1,4 +1,4 @@
-"""The GPU benchmark (priorlab.gpu_bench, scripts/gpu_bench.py): what the GPU-hours estimate counts,
+"""The GPU benchmark (priorlab.gpu_bench, benchmarks/gpu_bench.py): what the GPU-hours estimate counts,
 and a --tiny dry run on the CPU in a process where dvc and dvclive cannot be imported (as on the GPU
 machine), writing every section."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from priorlab import gpu_bench
+from benchmarks import gpu_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def test_tiny_dry_run_without_dvc_or_dvclive(tmp_path):
             "            return importlib.machinery.ModuleSpec(name, Missing())\n"
             "sys.meta_path.insert(0, Block())\n"
             f"sys.argv = ['gpu_bench.py', '--out', {str(tmp_path)!r}, '--tiny', '--device', 'cpu']\n"
-            "runpy.run_path('scripts/gpu_bench.py', run_name='__main__')\n")
+            "runpy.run_module('benchmarks.gpu_bench', run_name='__main__', alter_sys=True)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads((tmp_path / "gpu_bench.json").read_text())
@@ -84,3 +84,26 @@ def test_op_counts_of_a_step_show_the_models_extra_work():
     assert vsc["ops"] > 1.5 * vsc["plain_ops"]
     for row in (vae, vsc):  # fused Adam: one kernel per parameter group instead of ~10 foreach ops each
         assert row["fused_adam"] <= row["ops"] - 20
+
+
+@pytest.mark.slow
+def test_throughput_dry_run_writes_both_sections(tmp_path):
+    """benchmarks.gpu_throughput --tiny on the CPU: the ISA models' step rates and the core's minutes,
+    and k concurrent worker processes (a file barrier, one JSON line each) summed."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_throughput", "--out", str(tmp_path), "--tiny",
+                           "--device", "cpu", "--workers", "1,2", "--window-s", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads((tmp_path / "gpu_throughput.json").read_text())
+    isa = out["isa"]["eager"]
+    assert {"beta_vae", "isa_vae"} <= set(isa) and isa["core_train_minutes"] > 0
+    assert all(isa[m]["ms_per_step"] > 0 and isa[m]["steps"] == 7100 for m in ("beta_vae", "isa_vae"))
+    assert [len(out["workers"][k]["per_worker_samples_per_s"]) for k in ("1", "2")] == [1, 2]
+    assert out["workers"]["2"]["aggregate_samples_per_s"] > 0
+
+
+def test_throughput_refuses_an_unknown_section(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gpu_throughput", "--out", str(tmp_path), "--tiny",
+                           "--device", "cpu", "--sections", "isa,bogus"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown section 'bogus'" in proc.stderr
+    assert not (tmp_path / "gpu_throughput.json").exists()

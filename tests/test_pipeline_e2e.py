@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from priorlab.bench import copy_project, pipeline_env
+from benchmarks.project_copy import copy_project, pipeline_env
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -169,7 +169,7 @@ def test_stages_a_shard_runs_can_be_restored_from_the_run_cache():
 
 
 def _sh(cwd: Path, *cmd: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    from priorlab.bench import pipeline_env
+    from benchmarks.project_copy import pipeline_env
 
     proc = subprocess.run(cmd, cwd=cwd, env={**pipeline_env(cwd), **(env or {})}, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -192,7 +192,7 @@ def test_second_clone_restores_a_pushed_shard_and_reruns_nothing_of_it(tmp_path)
     """Clone A runs a shard of the tiny profile and pushes it to a local-directory remote; clone B
     (same commit) collects: every stage of A's shard is restored from the run-cache, none runs again,
     their outputs are byte-identical to A's, and DVC finds B's pipeline up to date."""
-    from priorlab.bench import copy_project
+    from benchmarks.project_copy import copy_project
 
     if shutil.which("git") is None:
         pytest.skip("git is required by DVC pipelines")

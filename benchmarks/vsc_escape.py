@@ -6,7 +6,7 @@ then become input-dependent; the paper's objective stays collapsed.  This study 
 point (steps × batch) for a given net size, batch and objective (``preset``), on the CPU or a GPU.
 It needs only the library (no DVC), so the same command runs on a machine with an accelerator:
 
-    python -m priorlab.experiments.vsc_escape --preset released_code --hidden 512 --batch 64 \\
+    python -m benchmarks.vsc_escape --preset released_code --hidden 512 --batch 64 \\
         --steps 20000 --out reports/vsc_experiments/escape_cpu.json
 
 Escape: the first logged step with at least ``escape_dims`` input-dependent dimensions (std of γ over
@@ -86,7 +86,7 @@ def escape_study(*, preset: str = "released_code", latent_dim: int = 60, hidden:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m priorlab.experiments.vsc_escape", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.vsc_escape", description=__doc__.splitlines()[0])
     for name, default in (("preset", "released_code"), ("device", "cpu"), ("out", "")):
         parser.add_argument(f"--{name}", default=default)
     for name, default in (("latent_dim", 60), ("hidden", 512), ("batch", 64), ("steps", 20000), ("n_pseudo", 10),

@@ -2,7 +2,9 @@
 prior_init / evaluate work on the GPU and on the CPU, the CUDA exact-resume check, and the GPU-hours
 of the paper profile.
 
-Run as ``python scripts/gpu_bench.py --out DIR`` (no install, no dvc or dvclive needed); ``--tiny``
+Run from the project's root as ``PYTHONPATH=src python -m benchmarks.gpu_bench --out DIR`` (no install, no dvc or
+dvclive needed; on a machine with torch only, ``make gpu-deps`` here unpacks the PyYAML and tqdm wheels it needs into
+``.gpu_deps/``, to carry along and add to ``PYTHONPATH``); ``--tiny``
 shrinks nets, data and step counts for a dry run on a CPU.  Sections, each written to
 ``DIR/gpu_bench.json`` as soon as it is measured:
 
@@ -29,7 +31,7 @@ shrinks nets, data and step counts for a dry run on a CPU.  Sections, each writt
     not included.
 
 :func:`step_table` and :func:`paper_gpu_hours` are the GPU section of ``make bench``
-(:mod:`priorlab.bench`).
+(:mod:`benchmarks.bench`).
 
 Two narrower modes: ``--ops`` counts the aten ops of one training step per case (with torch's CUDA
 default, foreach Adam, and with fused Adam) and of the plain loop (on the CPU, no GPU needed: each
@@ -57,9 +59,12 @@ import typing
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+os.environ.setdefault("TQDM_DISABLE", "1")  # no progress bars in the benchmark's output
+
+import priorlab  # noqa: E402,F401,I001  (before torch: priorlab sets OMP_WAIT_POLICY)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from priorlab.config import EvaluateParams, ModelParams, OptimParams, Params, SetupParams
 from priorlab.data.store import Dataset
@@ -67,7 +72,7 @@ from priorlab.models import build_model
 from priorlab.train import fit, fit_prior
 from priorlab.train.trainer import ADAM_IMPLS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PAPER_PROFILE = ROOT / "profiles" / "paper.yaml"
 
 COMPILE_MODES = tuple(m for m in typing.get_args(typing.get_type_hints(OptimParams)["compile"]) if m != "eager")
@@ -779,3 +784,7 @@ def main(argv: list[str] | None = None) -> int:
     out.set("wall_s", time.perf_counter() - start)
     print(f"\nwrote {out.path} ({out.data['wall_s']:.0f} s)")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -28,7 +28,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from priorlab.bench import copy_project, pipeline_env
+from benchmarks.project_copy import copy_project, pipeline_env
 
 
 def startup_s(cwd: Path, repeats: int = 5) -> float:

@@ -30,6 +30,8 @@ from priorlab.io import write_json
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, StepContext
 
+from benchmarks.project_copy import copy_project, pipeline_env
+
 NETS = {
     "mlp": SetupParams(dataset="bench", latent_dim=10, encoder="mlp", decoder="mlp", hidden=[400, 400]),
     "conv": SetupParams(dataset="bench", latent_dim=10, encoder="conv", decoder="conv", hidden=[256],
@@ -82,7 +84,7 @@ def step_times(net: SetupParams, models: dict[str, ModelParams], batch: int = 64
 def gpu_section(budget_s: float = 150.0) -> dict:
     """On a CUDA device (skipped without one): ms per training step of the paper profile's nets through
     the trainer next to a plain PyTorch loop with the same nets and batch, and the paper profile's
-    GPU-hours at the measured rates (:mod:`priorlab.gpu_bench`; ``scripts/gpu_bench.py`` adds the
+    GPU-hours at the measured rates (:mod:`benchmarks.gpu_bench`; ``python -m benchmarks.gpu_bench`` adds the
     prior_init / evaluate timings and the exact-resume check)."""
     if not torch.cuda.is_available():
         print("GPU section skipped: no CUDA device")
@@ -96,28 +98,6 @@ def gpu_section(budget_s: float = 150.0) -> dict:
     hours = gpu_bench.paper_gpu_hours(device, measured=rows, deadline=deadline)
     gpu_bench.print_gpu_hours(hours, torch.cuda.get_device_name(device))
     return {"environment": gpu_bench.environment(device), "step": rows, "gpu_hours": hours}
-
-
-def copy_project(root: Path, dst: Path) -> Path:
-    """Git copy of the project's source files (no pipeline outputs) at ``dst``, committed."""
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=root,
-                           capture_output=True, check=True).stdout.split(b"\0")
-    for f in filter(None, (x.decode() for x in files)):
-        src = root / f
-        if src.is_file() and not f.startswith(("data/", "models/", "metrics/", "reports/")) and f != "dvc.lock":
-            (dst / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / f)
-    git = ["git", "-c", "user.email=bench@priorlab", "-c", "user.name=bench"]
-    subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=dst, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "copy"], cwd=dst, check=True)
-    return dst
-
-
-def pipeline_env(project: Path) -> dict[str, str]:
-    bin_dir = str(Path(sys.executable).parent)
-    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1",
-            "PYTHONPATH": str(project / "src")}
 
 
 def time_tiny_pipeline(root: Path) -> dict[str, float]:

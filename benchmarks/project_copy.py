@@ -1,0 +1,32 @@
+"""A throw-away git copy of the project (source files only) and the environment its pipeline runs in:
+what the pipeline benchmarks and the end-to-end tests run ``dvc repro`` in."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def copy_project(root: Path, dst: Path) -> Path:
+    """Git copy of the project's source files (no pipeline outputs) at ``dst``, committed."""
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=root,
+                           capture_output=True, check=True).stdout.split(b"\0")
+    for f in filter(None, (x.decode() for x in files)):
+        src = root / f
+        if src.is_file() and not f.startswith(("data/", "models/", "metrics/", "reports/")) and f != "dvc.lock":
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+    git = ["git", "-c", "user.email=bench@priorlab", "-c", "user.name=bench"]
+    subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=dst, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "copy"], cwd=dst, check=True)
+    return dst
+
+
+def pipeline_env(project: Path) -> dict[str, str]:
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1",
+            "PYTHONPATH": str(project / "src")}
