@@ -72,3 +72,16 @@ def test_run_helpers_select_groups_and_encode_in_batches():
     calls = []
     out = in_batches(lambda b: calls.append(len(b)) or 2 * b, torch.arange(7.0)[:, None], batch=3)
     assert calls == [3, 3, 1] and out.dtype == np.float64 and out[:, 0].tolist() == [2.0 * i for i in range(7)]
+
+
+def test_the_reference_tool_refuses_a_missing_file_with_one_line(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.vsc_reference", "--mat", str(tmp_path / "none.mat"),
+                           "--out", str(tmp_path / "out")], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: --mat: no such file: {tmp_path / 'none.mat'}"]
+    assert not (tmp_path / "out").exists()

@@ -4,8 +4,8 @@ prior strength (fig. 1), spike activation per class (fig. 5), conditional genera
 Runs are found by their ``group`` in ``runs:``:
 
 * ``vsc_experiments/smiley``: VSC, β-VAE (a β grid) and β-TCVAE on Smiley setups of several latent sizes.
-  Each model is encoded on the data set's freshly generated test split and, when the environment
-  variable ``PRIORLAB_SMILEY_TEST_MAT`` names an existing file, on the authors' published test set.
+  Each model is encoded on the data set's freshly generated test split (the pipeline reads nothing
+  else; ``python -m benchmarks.vsc_reference`` scores the trained runs on the authors' published set).
 * ``vsc_experiments/elbo``: VSC over α and β-VAE over β on Fashion-MNIST (test ELBO from ``metrics/<run>.json``).
 
 Definitions (all on the posterior mean, the framework's representation):
@@ -30,7 +30,6 @@ Definitions (all on the posterior mean, the framework's representation):
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,6 @@ from priorlab.models.vsc import VSC
 NAME = "vsc_experiments"  # stage, module and report folder
 TITLE, PAPER = "Variational Sparse Coding (paper 002)", "002"
 SMILEY_GROUP, ELBO_GROUP = f"{NAME}/smiley", f"{NAME}/elbo"
-REFERENCE_ENV = "PRIORLAB_SMILEY_TEST_MAT"
 CORR_THRESHOLD = 0.07
 OUT_DIR = paths.experiment_dir(NAME)
 FASHION_CLASSES = ("T-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot")
@@ -120,8 +118,11 @@ def _label(params: Params, run: str) -> str:
     return f"β-VAE β={spec.beta:g}"
 
 
-def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
-    """Fig. 3 / 9: correlation matrices and scores of every ``vsc_experiments/smiley`` run on the test sets."""
+def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | None = None
+                      ) -> tuple[list[str], dict]:
+    """Fig. 3 / 9: correlation matrices and scores of every ``vsc_experiments/smiley`` run on the fresh
+    test split and on each of ``test_sets`` (name -> (images, presence, sources), e.g. the authors'
+    published set, :func:`priorlab.data.smiley.load_smiley_mat`; the stage passes none)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -133,16 +134,7 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     if not runs:
         return [], {}
     ev = params.evaluate
-    test_sets: dict[str, tuple] = {}
-    ref_path = os.environ.get(REFERENCE_ENV, "")
-    ref_note = None
-    if ref_path and Path(ref_path).is_file():
-        from priorlab.data.smiley import load_smiley_mat
-
-        test_sets["authors"] = load_smiley_mat(ref_path)
-    else:
-        ref_note = (f"authors' test set not evaluated: set {REFERENCE_ENV} to the path of smiley_test.mat "
-                    f"({'not found: ' + ref_path if ref_path else 'unset'})")
+    test_sets = dict(test_sets or {})
     results: dict[str, dict] = {}
     for run in runs:
         model, data = load_trained(params, run)
@@ -170,8 +162,6 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
             if best is None or r["fresh"]["contrast"] > results[best]["fresh"]["contrast"]:
                 chosen[r["latent_dim"]] = run
     lines = ["## Smiley disentanglement (paper 002, fig. 3 and 9)", ""]
-    if ref_note:
-        lines += [f"Note: {ref_note}.", ""]
     spike_rows = [[run, r["latent_dim"], r["spikes"]["active_per_input"], r["spikes"]["always_active_dims"],
                    r["spikes"]["input_dependent_dims"], r["spikes"]["undecided_fraction"]]
                   for run, r in results.items() if "spikes" in r]
@@ -218,8 +208,7 @@ def smiley_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
             s = r[name]
             summary[run][name] = {k: v for k, v in s.items() if k not in ("corr", "ordered")}
             summary[run][name]["corr"] = np.round(s["corr"], 4).tolist()
-    return lines, {"runs": summary, "chosen_beta_vae": {str(d): r for d, r in chosen.items()},
-                   "reference_note": ref_note}
+    return lines, {"runs": summary, "chosen_beta_vae": {str(d): r for d, r in chosen.items()}}
 
 
 def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
