@@ -16,6 +16,8 @@ import torch
 from torch import nn
 from torch.distributions import Bernoulli, Distribution, Independent, Normal
 
+from priorlab.noise_prior import calibrate_inverse_gamma_scale, inverse_gamma_map_variance
+
 if TYPE_CHECKING:
     from priorlab.models.elbo import LossScaling
 
@@ -182,8 +184,6 @@ class InverseGammaGaussianLikelihood(Likelihood):
         return Independent(Normal(decoder_out, scale, validate_args=False), decoder_out.dim() - 1, validate_args=False)
 
     def bind_data(self, x_train: torch.Tensor) -> None:
-        from priorlab.models.sparse_vae import calibrate_inverse_gamma_scale
-
         x = x_train.detach().double().reshape(x_train.shape[0], *self.sigma2.shape)
         self.xi.fill_(calibrate_inverse_gamma_scale(x.reshape(x.shape[0], -1), self.nu,
                                                     self.sample_quantile, self.prior_quantile))
@@ -205,8 +205,6 @@ class InverseGammaGaussianLikelihood(Likelihood):
     @torch.no_grad()
     def map_update(self, x: torch.Tensor, decoder_mean: torch.Tensor) -> torch.Tensor:
         """Closed-form MAP of every σ_j² given the residuals of the rows of ``x``; returns σ²."""
-        from priorlab.models.sparse_vae import inverse_gamma_map_variance
-
         if not torch.isfinite(self.xi):
             raise ValueError("InverseGammaGaussianLikelihood.map_update needs ξ: call bind_data(x_train) first")
         if x.shape != decoder_mean.shape or tuple(x.shape[1:]) != tuple(self.sigma2.shape):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from priorlab.config.checks import ParamsError, _non_negative, _one_of, _positive
+from priorlab.config.lp_nested_layout import LpNestedLayout
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,6 @@ class LpNestedPriorParams(PriorParams):
 
     def check(self, key: str) -> None:
         super().check(key)
-        from priorlab.priors.lp_nested import LpNestedLayout  # its validation, one place
-
         for i, sub in enumerate(self.subspaces):
             if len(sub) != 2 or not float(sub[1]).is_integer():
                 raise ParamsError(f"{key}.subspaces[{i}] must be [p_l, n_l] with an integer n_l, got {sub!r}")

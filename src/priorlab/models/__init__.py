@@ -12,24 +12,13 @@ from typing import Callable
 
 from priorlab.config import ModelParams, SetupParams
 from priorlab.config.models import encoder_input_of, loss_scaling_of
-from priorlab.likelihoods import build_likelihood
 from priorlab.models.elbo import LossScaling
 from priorlab.models.posterior import GaussianPosterior
 from priorlab.models.protocol import Model
 from priorlab.models.vae import VAE
-from priorlab.nets import build_decoder, build_encoder
+from priorlab.likelihoods import build_likelihood
+from priorlab.nets import build_encoder, build_nets
 from priorlab.priors import build_prior
-
-
-def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: int):
-    """The setup's encoder body, decoder body and likelihood: identical for every model kind,
-    so that comparisons are fair (the posterior family sets ``params_per_dim`` of the encoder)."""
-    likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
-    encoder = build_encoder(setup.encoder, obs_shape, params_per_dim * setup.latent_dim, setup.hidden, setup.channels)
-    decoder = build_decoder(
-        setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_feature, setup.hidden, setup.channels
-    )
-    return encoder, decoder, likelihood
 
 
 FEATURE_MEAN_LIKELIHOODS = ("gaussian", "gaussian_ig")  # the released code's MSE mean over features

@@ -342,7 +342,7 @@ class FactorialMixtureVAE(VAE):
 
 def build_fmvae(setup, model: FactorialMixtureParams, obs_shape: tuple[int, ...]) -> FactorialMixtureVAE:
     """The builder registered for kind ``fmvae`` (same nets as the plain VAE of the setup)."""
-    from priorlab.models import build_nets
+    from priorlab.nets import build_nets
     from priorlab.models.posterior import GaussianPosterior
 
     if setup.latent_dim % model.num_factors:

@@ -15,7 +15,7 @@ import math
 import torch
 from torch import Tensor
 
-from priorlab.models import sparse_coding as sc
+import priorlab.models.sparse_coding as sc
 from priorlab.models.protocol import Batch, Generative, Model, NonFiniteLoss, StepContext
 
 

@@ -1,11 +1,18 @@
-"""Encoder and decoder bodies shared by every model (identical nets keep comparisons fair)."""
+"""Encoder and decoder bodies shared by every model (identical nets keep comparisons fair), and
+:func:`build_nets`: a setup's nets with its likelihood."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torch import nn
 
+from priorlab.likelihoods import build_likelihood
 from priorlab.nets.conv import ConvDecoder, ConvEncoder
 from priorlab.nets.mlp import MLPDecoder, MLPEncoder
+
+if TYPE_CHECKING:
+    from priorlab.config import SetupParams
 
 
 def build_encoder(kind: str, obs_shape, out_features: int, hidden: list[int], channels: list[int]) -> nn.Module:
@@ -28,4 +35,15 @@ def build_decoder(
     raise ValueError(f"unknown decoder {kind!r}; allowed: mlp, conv")
 
 
-__all__ = ["ConvDecoder", "ConvEncoder", "MLPDecoder", "MLPEncoder", "build_decoder", "build_encoder"]
+def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: int):
+    """The setup's encoder body, decoder body and likelihood: identical for every model kind,
+    so that comparisons are fair (the posterior family sets ``params_per_dim`` of the encoder)."""
+    likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
+    encoder = build_encoder(setup.encoder, obs_shape, params_per_dim * setup.latent_dim, setup.hidden, setup.channels)
+    decoder = build_decoder(
+        setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_feature, setup.hidden, setup.channels
+    )
+    return encoder, decoder, likelihood
+
+
+__all__ = ["ConvDecoder", "ConvEncoder", "MLPDecoder", "MLPEncoder", "build_decoder", "build_encoder", "build_nets"]

@@ -37,14 +37,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from numbers import Integral, Real
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.distributions import Distribution, constraints
 
+from priorlab.config.lp_nested_layout import LpNestedLayout
+from priorlab.config.lp_nested_layout import is_number as _is_number
 from priorlab.priors.base import Prior
 from priorlab.priors.normal_gamma import sample_log_standard_gamma
 
@@ -52,66 +52,6 @@ __all__ = ["LpNestedLayout", "dsprites_layout", "lp_nested_norm", "log_surface",
 
 
 # ----------------------------------------------------------------------------- layout
-
-def _is_number(x) -> bool:
-    return isinstance(x, Real) and not isinstance(x, bool)
-
-
-@dataclass(frozen=True)
-class LpNestedLayout:
-    """ISA tree: root exponent ``p0`` over subspaces ``((p_1, n_1), ..., (p_L, n_L))``.
-
-    Param form (``from_params`` / ``to_params``): ``{"p0": 2.1, "subspaces": [[2.2, 5], ...]}``.
-    Exponents must be > 1 (the paper keeps them there, p = 1 + softplus(theta)).
-    """
-
-    p0: float
-    subspaces: tuple[tuple[float, int], ...]
-
-    def __post_init__(self):
-        if not _is_number(self.p0) or not math.isfinite(self.p0) or self.p0 <= 1.0:
-            raise ValueError(f"Lp-nested layout: p0 must be a finite number > 1, got {self.p0!r}")
-        if isinstance(self.subspaces, (str, bytes)) or not isinstance(self.subspaces, Sequence) or len(self.subspaces) == 0:
-            raise ValueError(f"Lp-nested layout: subspaces must be a non-empty list of [p_l, n_l] pairs, got {self.subspaces!r}")
-        clean = []
-        for l, entry in enumerate(self.subspaces):
-            if isinstance(entry, (str, bytes)) or not isinstance(entry, Sequence) or len(entry) != 2:
-                raise ValueError(f"Lp-nested layout: subspace {l} must be a pair [p_l, n_l], got {entry!r}")
-            p, n = entry
-            if not _is_number(p) or not math.isfinite(p) or p <= 1.0:
-                raise ValueError(f"Lp-nested layout: subspace {l} exponent p_l must be a finite number > 1, got {p!r}")
-            if not isinstance(n, Integral) or isinstance(n, bool) or n < 1:
-                raise ValueError(f"Lp-nested layout: subspace {l} size n_l must be an integer >= 1, got {n!r}")
-            clean.append((float(p), int(n)))
-        object.__setattr__(self, "p0", float(self.p0))
-        object.__setattr__(self, "subspaces", tuple(clean))
-
-    @classmethod
-    def from_params(cls, params: Mapping) -> "LpNestedLayout":
-        if not isinstance(params, Mapping):
-            raise ValueError("Lp-nested layout: expected a mapping {'p0': ..., 'subspaces': [[p_l, n_l], ...]}, "
-                             f"got {params!r}")
-        keys, want = set(params), {"p0", "subspaces"}
-        if keys != want:
-            raise ValueError(f"Lp-nested layout: keys must be exactly 'p0' and 'subspaces' "
-                             f"(missing {sorted(want - keys)}, unknown {sorted(map(str, keys - want))})")
-        return cls(params["p0"], params["subspaces"])
-
-    def to_params(self) -> dict:
-        return {"p0": self.p0, "subspaces": [[p, n] for p, n in self.subspaces]}
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(n for _, n in self.subspaces)
-
-    @property
-    def p_sub(self) -> tuple[float, ...]:
-        return tuple(p for p, _ in self.subspaces)
-
-    @property
-    def n(self) -> int:
-        return sum(self.sizes)
-
 
 def dsprites_layout() -> LpNestedLayout:
     """The paper's dSprites layout: p0 = 2.1 over five subspaces of 5 dims with p = 2.2 (25 latents)."""
