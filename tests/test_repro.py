@@ -156,7 +156,7 @@ def test_parse_params_once_returns_what_dvc_reads_and_sees_edits(tmp_path):
     import dvc.dependency.param as dvc_param
     from dvc.fs import LocalFileSystem
 
-    from priorlab.repro import parse_params_once
+    from priorlab.dvc_adapter import parse_params_once
 
     fs, path = LocalFileSystem(), str(tmp_path / "params.yaml")
     (tmp_path / "params.yaml").write_text(PARAMS)
@@ -188,7 +188,7 @@ def test_parse_params_once_returns_what_dvc_reads_and_sees_edits(tmp_path):
 def test_parse_params_once_leaves_other_filesystems_to_dvc(tmp_path):
     import dvc.dependency.param as dvc_param
 
-    from priorlab.repro import parse_params_once
+    from priorlab.dvc_adapter import parse_params_once
 
     class OtherFS:  # not the workspace (e.g. a git revision): DVC's own reader must serve it
         pass
@@ -213,15 +213,17 @@ def test_parse_params_once_leaves_other_filesystems_to_dvc(tmp_path):
 def test_an_untested_dvc_is_refused_with_one_line(project, monkeypatch, capsys):
     """The runner drives DVC internals (issue 25): any release but the tested minor one is refused
     before DVC is touched, with one line naming the found version and the two ways out."""
+    import priorlab.dvc_adapter as dvc_adapter
     import priorlab.repro as repro
     from priorlab.errors import UserError
 
-    repro.require_tested_dvc("3.67.1")
-    repro.require_tested_dvc()  # the installed one is the pinned one
+    assert repro.require_tested_dvc is dvc_adapter.require_tested_dvc  # still importable from the runner
+    dvc_adapter.require_tested_dvc("3.67.1")
+    dvc_adapter.require_tested_dvc()  # the installed one is the pinned one
     for bad in ("3.68.0", "4.0.1", "3", "dev"):
         with pytest.raises(UserError, match="plain `dvc repro`"):
-            repro.require_tested_dvc(bad)
-    monkeypatch.setattr(repro, "TESTED_DVC", (2, 0))
+            dvc_adapter.require_tested_dvc(bad)
+    monkeypatch.setattr(dvc_adapter, "TESTED_DVC", (2, 0))
     assert _run("-j", "1") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "tested with dvc 2.0.x, found dvc 3.67" in err[0]
@@ -232,9 +234,8 @@ def test_dvc_still_reads_params_through_the_function_the_runner_replaces(project
     """``parse_params_once`` swaps ``dvc.dependency.param.read_param_file``; if DVC stopped looking the
     function up there, the swap would silently do nothing: DVC's own ``Stage.changed`` must call it."""
     import dvc.dependency.param as dvc_param
-    from dvc.repo import Repo, lock_repo
 
-    from priorlab.repro import parse_params_once
+    from priorlab.dvc_adapter import open_repo, parse_params_once
 
     (project / "params.yaml").write_text("x: 1\ny: {z: 2}\n")
     (project / "dvc.yaml").write_text(yaml.safe_dump(
@@ -250,7 +251,7 @@ def test_dvc_still_reads_params_through_the_function_the_runner_replaces(project
 
         dvc_param.read_param_file = counting
         try:
-            with Repo(str(project)) as repo, lock_repo(repo):  # as the runner holds it
+            with open_repo(project) as repo:  # as the runner holds it (with DVC's repository lock)
                 stage = next(s for s in repo.index.stages if s.name == "p")
                 assert not stage.changed()  # up to date: decided by comparing the params read now
         finally:

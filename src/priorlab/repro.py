@@ -4,7 +4,8 @@ DVC 3.67 runs the stages of one workspace one at a time.  Two ``dvc repro`` proc
 the work either: each holds the repository lock except while a stage's command runs, and DVC's
 per-path lock then *refuses* (it does not wait) a second process that checks a stage upstream of a
 running one — every per-run chain shares its pretraining stage.  So this runner drives DVC's own
-objects from one process, holding DVC's repository lock for its whole run:
+objects (through :mod:`priorlab.dvc_adapter`) from one process, holding DVC's repository lock for
+its whole run:
 
 * the stage graph is DVC's (``repo.index.graph``), optionally cut to ``targets`` and their upstream,
   as ``dvc repro TARGETS`` does;
@@ -26,7 +27,6 @@ Each worker may be pinned to GPUs (``--gpus 0,1``: worker *k* gets ``CUDA_VISIBL
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from priorlab import dvc_adapter
+from priorlab.dvc_adapter import TESTED_DVC, parse_params_once, require_tested_dvc  # noqa: F401  (re-exported)
 from priorlab.errors import UserError
 
 HISTORY = Path(".dvc") / "tmp" / "priorlab-stage-walls.json"
@@ -78,28 +80,12 @@ def worker_envs(jobs: int, gpus: Sequence[str] | None) -> list[dict[str, str]]:
     return [{"PRIORLAB_WORKER": str(k)} for k in range(jobs)]
 
 
-def _select(graph, stages, targets: Sequence[str] | None):
-    """The stages of ``targets`` and everything upstream of them (all stages without targets)."""
-    import networkx as nx
-
-    if not targets:
-        return set(stages)
-    by_name = {s.addressing: s for s in stages}
-    unknown = [t for t in targets if t not in by_name]
-    if unknown:
-        raise UserError(f"unknown stage {unknown[0]!r} (see `dvc stage list`)")
-    chosen = set()
-    for t in targets:
-        chosen |= {by_name[t]} | nx.descendants(graph, by_name[t])  # edges point upstream in DVC's graph
-    return chosen
-
-
 class _Run:
     """One scheduling pass over DVC's stage graph (see the module docstring)."""
 
-    def __init__(self, repo, todo: set, graph, envs: list[dict[str, str]], dry: bool, log):
+    def __init__(self, repo, todo: set, envs: list[dict[str, str]], dry: bool, log):
         self.repo, self.todo, self.envs, self.dry, self.log = repo, todo, envs, dry, log
-        self.upstream = {s: set(graph.successors(s)) & todo for s in todo}  # DVC's edges point upstream
+        self.upstream = {s: ups & todo for s, ups in dvc_adapter.upstream(repo, todo).items()}
         self.rank = critical_path_rank(todo, self.upstream, _read_history(repo.root_dir))
         self.done: set = set()
         self.running: dict = {}  # stage -> (Popen, slot, start)
@@ -112,7 +98,7 @@ class _Run:
     def flush(self) -> None:
         """Write the finished stages' entries to ``dvc.lock`` in one dump."""
         if self.unflushed:
-            self.unflushed[0].dvcfile.dump_stages(list(self.unflushed), update_pipeline=False)
+            dvc_adapter.write_lock(self.unflushed)
             self.unflushed.clear()
         self.last_flush = time.monotonic()
 
@@ -122,24 +108,14 @@ class _Run:
 
     def _start(self, stage) -> None:
         """Skip, restore or launch one stage whose upstream has finished."""
-        from dvc.stage.cache import RunCacheNotFoundError
-
         name = stage.addressing
-        if stage.frozen or not stage.changed(upstream=list(self.upstream[stage])):
+        if not dvc_adapter.changed(stage, self.upstream[stage]):
             return self._finish(stage, "skipped")
         if self.dry:
             self.log(f"stale: {name}: {stage.cmd}")
             return self._finish(stage, "ran")
-        # as Stage.run: the outputs go first (a checkout from the run-cache refuses to overwrite files it
-        # has not cached, e.g. a git-tracked metrics file of another profile: ConfirmRemoveError)
-        stage.remove_outs(ignore_remove=False, force=False)
-        try:  # what `dvc repro` tries first: a run with these inputs in the run-cache
-            self.repo.stage_cache.restore(stage)
-        except RunCacheNotFoundError:
-            pass
-        else:
-            stage.save()
-            stage.commit()
+        # what `dvc repro` tries first: a run with these inputs in the run-cache (else the outputs are gone)
+        if dvc_adapter.restore(self.repo, stage):
             self.unflushed.append(stage)
             self.log(f"restored {name} from the run-cache")
             return self._finish(stage, "restored")
@@ -166,10 +142,7 @@ class _Run:
                 self.out.failed.append(name)
                 self.stop = True
                 continue
-            # DVC's rule (Stage.run): no run-cache entry for a stage with uncached plain outputs
-            no_cache_outs = any(not o.use_cache for o in stage.outs if not (o.is_metric or o.is_plot))
-            stage.save(run_cache=not no_cache_outs)
-            stage.commit()
+            dvc_adapter.save_run(stage)
             self.unflushed.append(stage)
             self._finish(stage, "ran")
             self.log(f"[worker {slot}] finished {name} in {self.out.wall_s[name]:.1f} s")
@@ -248,127 +221,21 @@ def critical_path_rank(stages, upstream: dict, walls: dict[str, float], default_
     return rank
 
 
-_GLOB = frozenset("*?[]")
-
-
-def lookup(config, key_path: str):
-    """``config[k1][k2]...`` for the dotted ``key_path`` (list items by index), as ``dpath.get`` finds
-    it; ``KeyError`` when absent.  Callers send glob patterns to dpath itself."""
-    node = config
-    for part in key_path.split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            raise KeyError(key_path)
-    return node
-
-
-@contextlib.contextmanager
-def parse_params_once():
-    """Within this block, DVC parses each params file once per version (path, mtime, size).
-
-    ``Stage.changed`` re-reads and re-parses ``params.yaml`` for every stage that depends on it
-    (``dvc.dependency.param.read_param_file``) and then walks the whole parsed tree once per
-    parameter (``dpath.get``): about 20 ms a stage, 2 s of a no-op over the cpu profile's 103
-    stages.  This swaps in a version of that function that keeps the parsed file while its stat is
-    unchanged and looks dotted keys up directly, returning what DVC's returns.
-    """
-    from copy import deepcopy
-
-    import dpath
-    import dvc.dependency.param as dvc_param
-    from dvc.fs import LocalFileSystem
-
-    original = dvc_param.read_param_file
-    parsed: dict = {}
-
-    def read_param_file(fs, path, key_paths=None, flatten=False, **load_kwargs):
-        if not isinstance(fs, LocalFileSystem):  # e.g. a git revision's files: DVC's own reader
-            return original(fs, path, key_paths, flatten, **load_kwargs)
-        try:
-            st = os.stat(path)
-        except (OSError, TypeError):
-            return original(fs, path, key_paths, flatten, **load_kwargs)
-        stamp = (st.st_mtime_ns, st.st_size, tuple(sorted(load_kwargs.items())))
-        if parsed.get(path, (None,))[0] != stamp:
-            parsed[path] = (stamp, dvc_param.load_path(path, fs, **load_kwargs))
-        config = parsed[path][1]
-        if not key_paths:
-            return deepcopy(config)
-        if not flatten:  # DVC's nested form, from the kept parse
-            nested: dict = {}
-            for key_path in dict.fromkeys(key_paths):
-                dpath.merge(nested, deepcopy(dpath.search(config, key_path, separator=".")), separator=".")
-            return nested
-        found = {}
-        for key_path in key_paths:
-            try:
-                found[key_path] = deepcopy(get(config, key_path))  # DVC parses afresh: callers may keep it
-            except KeyError:
-                continue
-        return found
-
-    def get(config, key_path: str):
-        if not _GLOB & set(key_path):
-            try:
-                return lookup(config, key_path)
-            except KeyError:
-                pass  # dpath may still read it (e.g. a non-string key)
-        return dpath.get(config, key_path, separator=".")
-
-    dvc_param.read_param_file = read_param_file
-    try:
-        yield
-    finally:
-        dvc_param.read_param_file = original
-
-
-TESTED_DVC = (3, 67)
-"""The DVC release (major, minor) whose internals this runner and :mod:`priorlab.shard` drive:
-``Stage.changed/save/commit``, ``stage_cache.restore``, ``ProjectFile.dump_stages``,
-``dvc.dependency.param.read_param_file`` — not a public API (``requirements.txt`` pins dvc==3.67.1)."""
-
-
-def require_tested_dvc(version: str | None = None) -> None:
-    """Refuse, with one line, a DVC other than :data:`TESTED_DVC` (``version``: the installed one)."""
-    if version is None:
-        from importlib.metadata import version as installed
-
-        version = installed("dvc")
-    try:
-        found = tuple(int(p) for p in version.split(".")[:2])
-    except ValueError:
-        found = ()
-    if found != TESTED_DVC:
-        tested = ".".join(map(str, TESTED_DVC))
-        raise UserError(f"the parallel runner drives DVC internals tested with dvc {tested}.x, found dvc {version}: "
-                        f"install the pinned one (pip install -r requirements.txt) or run plain `dvc repro`")
-
-
 def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequence[str] | None = None,
               root: str | Path = ".", dry: bool = False, log=print) -> Outcome:
     """Reproduce the pipeline of ``root`` (or ``targets`` and their upstream) on ``jobs`` workers."""
-    require_tested_dvc()
-    from dvc.repo import Repo, lock_repo
-
+    require_tested_dvc()  # before anything else, as the adapter does before it touches DVC
     envs = worker_envs(jobs, gpus)
-    repo = Repo(str(root))
-    try:
-        with lock_repo(repo), parse_params_once():
-            graph = repo.index.graph
-            run = _Run(repo, _select(graph, [s for s in repo.index.stages if s.cmd], targets), graph, envs, dry, log)
-            run.out.jobs = jobs
-            start = time.monotonic()
-            try:
-                return run.loop()
-            finally:
-                run.flush()
-                run.out.total_s = time.monotonic() - start
-                _write_history(repo.root_dir, run.out.wall_s)
-    finally:
-        repo.close()
+    with dvc_adapter.open_repo(root) as repo, parse_params_once():
+        run = _Run(repo, set(dvc_adapter.select(repo, targets)), envs, dry, log)
+        run.out.jobs = jobs
+        start = time.monotonic()
+        try:
+            return run.loop()
+        finally:
+            run.flush()
+            run.out.total_s = time.monotonic() - start
+            _write_history(repo.root_dir, run.out.wall_s)
 
 
 def main(argv: list[str] | None = None) -> int:

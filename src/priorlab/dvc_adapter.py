@@ -1,0 +1,278 @@
+"""The one place the library touches DVC's internals (issue 25): :mod:`priorlab.repro` and
+:mod:`priorlab.shard` import DVC only through these functions.
+
+Tested with DVC 3.67 (:data:`TESTED_DVC`; ``requirements.txt`` pins dvc==3.67.1).  None of this is
+DVC's public API; what it relies on:
+
+* ``dvc.repo.Repo`` and ``dvc.repo.lock_repo`` — a project and its repository lock;
+* ``repo.index.stages`` and ``repo.index.graph`` — the stages and their graph, whose edges point
+  upstream (from a stage to the stages it depends on);
+* ``Stage.frozen``, ``Stage.changed(upstream=...)``, ``Stage.remove_outs``, ``Stage.save(run_cache=...)``,
+  ``Stage.commit``, and ``Output.use_cache/is_metric/is_plot`` (DVC's rule for a run-cache entry);
+* ``repo.stage_cache``: ``restore`` (``dvc.stage.cache.RunCacheNotFoundError``), ``cache_dir`` (the
+  layout ``runs/<key[:2]>/<key>/<value>``), the private ``_load_cache``, ``get_used_objs``,
+  ``push`` and ``pull``;
+* ``repo.cloud.push/pull(objs, jobs=, remote=, odb=)`` and ``repo.config`` (``core.remote``, ``remote``);
+* ``ProjectFile.dump_stages(stages, update_pipeline=False)`` (``stage.dvcfile``), for ``dvc.lock``;
+* ``dvc.dependency.param.read_param_file`` / ``load_path`` and ``dvc.fs.LocalFileSystem``, which
+  :func:`parse_params_once` swaps for a caching reader.
+
+Every function here refuses an untested DVC (:func:`require_tested_dvc`) before it touches DVC.
+Stages and the project are DVC's own objects; callers read only a stage's ``addressing``, ``cmd``
+and ``wdir`` and the project's ``root_dir`` off them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from priorlab.errors import UserError
+
+TESTED_DVC = (3, 67)
+"""The DVC release (major, minor) whose internals :mod:`priorlab.repro` and :mod:`priorlab.shard`
+drive through this module (see the module docstring) — not a public API."""
+
+
+class UnknownStageError(UserError):
+    """A target that names no stage (with a command) of the project."""
+
+    def __init__(self, stage: str):
+        super().__init__(f"unknown stage {stage!r} (see `dvc stage list`)")
+        self.stage = stage
+
+
+def require_tested_dvc(version: str | None = None) -> None:
+    """Refuse, with one line, a DVC other than :data:`TESTED_DVC` (``version``: the installed one)."""
+    if version is None:
+        from importlib.metadata import version as installed
+
+        version = installed("dvc")
+    try:
+        found = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        found = ()
+    if found != TESTED_DVC:
+        tested = ".".join(map(str, TESTED_DVC))
+        raise UserError(f"the parallel runner drives DVC internals tested with dvc {tested}.x, found dvc {version}: "
+                        f"install the pinned one (pip install -r requirements.txt) or run plain `dvc repro`")
+
+
+# --------------------------------------------------------------------------- the project and its stages
+
+
+@contextlib.contextmanager
+def open_repo(root: str | Path, lock: bool = True) -> Iterator:
+    """DVC's project at ``root`` for the block, holding its repository lock (``lock``); closed after."""
+    require_tested_dvc()
+    from dvc.repo import Repo, lock_repo
+
+    with Repo(str(root)) as repo:
+        with lock_repo(repo) if lock else contextlib.nullcontext():
+            yield repo
+
+
+def command_stages(repo) -> list:
+    """The stages of ``repo`` that have a command, in DVC's order."""
+    return [s for s in repo.index.stages if s.cmd]
+
+
+def upstream(repo, stages) -> dict:
+    """Each of ``stages`` -> the stages it depends on directly, from one reading of DVC's graph (its
+    edges point upstream)."""
+    graph = repo.index.graph
+    return {s: set(graph.successors(s)) for s in stages}
+
+
+def select(repo, targets: Sequence[str] | None) -> list:
+    """The stages of ``targets`` and everything upstream of them, upstream first, as ``dvc repro
+    TARGETS`` takes them (every stage with a command without targets); a target must name a stage
+    with a command (:class:`UnknownStageError`)."""
+    import networkx as nx
+
+    stages = command_stages(repo)
+    graph = repo.index.graph
+    if not targets:
+        chosen = set(stages)
+    else:
+        by_name = {s.addressing: s for s in stages}
+        unknown = [t for t in targets if t not in by_name]
+        if unknown:
+            raise UnknownStageError(unknown[0])
+        chosen = set()
+        for t in targets:
+            chosen |= {by_name[t]} | nx.descendants(graph, by_name[t])  # edges point upstream in DVC's graph
+    return list(reversed(list(nx.topological_sort(graph.subgraph(chosen)))))
+
+
+def changed(stage, upstream_stages) -> bool:
+    """Whether ``dvc repro`` would reproduce ``stage`` now that ``upstream_stages`` are done: not frozen
+    and changed (``Stage.changed``: its command, deps, params or outs differ from ``dvc.lock``)."""
+    return not stage.frozen and stage.changed(upstream=list(upstream_stages))
+
+
+def restore(repo, stage) -> bool:
+    """Bring a changed ``stage`` up to date from the run-cache as ``dvc repro`` tries first; whether it did.
+
+    As ``Stage.run``, the outputs go first, persistent ones kept (a checkout from the run-cache refuses
+    to overwrite files it has not cached, e.g. a git-tracked metrics file: ``ConfirmRemoveError``), so
+    when no run with these inputs is cached they are gone and the stage's command is to run.  A
+    restored stage is saved and committed; its ``dvc.lock`` entry is for :func:`write_lock`.
+    """
+    from dvc.stage.cache import RunCacheNotFoundError
+
+    stage.remove_outs(ignore_remove=False, force=False)
+    try:
+        repo.stage_cache.restore(stage)
+    except RunCacheNotFoundError:
+        return False
+    stage.save()
+    stage.commit()
+    return True
+
+
+def save_run(stage) -> None:
+    """Save and commit ``stage`` after its command exited 0, as ``Stage.run`` does: with a run-cache
+    entry unless it has an uncached plain output (not a metric or plot)."""
+    no_cache_outs = any(not o.use_cache for o in stage.outs if not (o.is_metric or o.is_plot))
+    stage.save(run_cache=not no_cache_outs)
+    stage.commit()
+
+
+def write_lock(stages: Sequence) -> None:
+    """Write the ``dvc.lock`` entries of the saved ``stages`` in one dump (DVC rewrites the whole file)."""
+    if stages:
+        stages[0].dvcfile.dump_stages(list(stages), update_pipeline=False)
+
+
+# --------------------------------------------------------------------------- remotes and the run-cache
+
+
+def default_remote(repo) -> str | None:
+    """The name of the project's default remote (``core.remote``), if any."""
+    return repo.config["core"].get("remote")
+
+
+def has_remote(repo, name: str) -> bool:
+    """Whether a remote ``name`` is configured."""
+    return name in repo.config.get("remote", {})
+
+
+def run_cache_entries(repo) -> list[tuple[str, str]]:
+    """``(key, value)`` of every run-cache entry in the local cache."""
+    root = Path(repo.stage_cache.cache_dir)
+    return sorted((p.parent.name, p.name) for p in root.glob("*/*/*") if p.is_file()) if root.is_dir() else []
+
+
+def entry_cmd(repo, key: str, value: str) -> str | None:
+    """The command of the run-cache entry ``(key, value)`` (None for an unreadable one)."""
+    entry = repo.stage_cache._load_cache(key, value)
+    return entry.get("cmd") if entry else None
+
+
+def push_entries(repo, remote: str) -> None:
+    """Push the local run-cache entries (not the objects they name: :func:`transfer_objects`)."""
+    repo.stage_cache.push(remote)
+
+
+def pull_entries(repo, remote: str) -> None:
+    """Pull the remote's run-cache entries (not the objects they name: :func:`transfer_objects`)."""
+    repo.stage_cache.pull(remote)
+
+
+def transfer_objects(repo, entries, remote: str, jobs: int | None, direction: str) -> tuple[int, int]:
+    """Push or pull (``direction``) the objects that the run-cache ``entries`` name, cached and
+    git-tracked outputs alike; returns (transferred, failed)."""
+    used = repo.stage_cache.get_used_objs(entries, remote=remote, force=True, jobs=jobs)
+    moved = failed = 0
+    for odb, objs in used.items():
+        if not objs:
+            continue
+        call = repo.cloud.push if direction == "push" else repo.cloud.pull
+        result = call(objs, jobs=jobs, remote=remote, odb=odb)
+        moved += len(result.transferred)
+        failed += len(result.failed)
+    return moved, failed
+
+
+# --------------------------------------------------------------------------- params: parse once
+
+
+_GLOB = frozenset("*?[]")
+
+
+def lookup(config, key_path: str):
+    """``config[k1][k2]...`` for the dotted ``key_path`` (list items by index), as ``dpath.get`` finds
+    it; ``KeyError`` when absent.  Callers send glob patterns to dpath itself."""
+    node = config
+    for part in key_path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            raise KeyError(key_path)
+    return node
+
+
+@contextlib.contextmanager
+def parse_params_once():
+    """Within this block, DVC parses each params file once per version (path, mtime, size).
+
+    ``Stage.changed`` re-reads and re-parses ``params.yaml`` for every stage that depends on it
+    (``dvc.dependency.param.read_param_file``) and then walks the whole parsed tree once per
+    parameter (``dpath.get``): about 20 ms a stage, 2 s of a no-op over the cpu profile's 103
+    stages.  This swaps in a version of that function that keeps the parsed file while its stat is
+    unchanged and looks dotted keys up directly, returning what DVC's returns.
+    """
+    require_tested_dvc()
+    from copy import deepcopy
+
+    import dpath
+    import dvc.dependency.param as dvc_param
+    from dvc.fs import LocalFileSystem
+
+    original = dvc_param.read_param_file
+    parsed: dict = {}
+
+    def read_param_file(fs, path, key_paths=None, flatten=False, **load_kwargs):
+        if not isinstance(fs, LocalFileSystem):  # e.g. a git revision's files: DVC's own reader
+            return original(fs, path, key_paths, flatten, **load_kwargs)
+        try:
+            st = os.stat(path)
+        except (OSError, TypeError):
+            return original(fs, path, key_paths, flatten, **load_kwargs)
+        stamp = (st.st_mtime_ns, st.st_size, tuple(sorted(load_kwargs.items())))
+        if parsed.get(path, (None,))[0] != stamp:
+            parsed[path] = (stamp, dvc_param.load_path(path, fs, **load_kwargs))
+        config = parsed[path][1]
+        if not key_paths:
+            return deepcopy(config)
+        if not flatten:  # DVC's nested form, from the kept parse
+            nested: dict = {}
+            for key_path in dict.fromkeys(key_paths):
+                dpath.merge(nested, deepcopy(dpath.search(config, key_path, separator=".")), separator=".")
+            return nested
+        found = {}
+        for key_path in key_paths:
+            try:
+                found[key_path] = deepcopy(get(config, key_path))  # DVC parses afresh: callers may keep it
+            except KeyError:
+                continue
+        return found
+
+    def get(config, key_path: str):
+        if not _GLOB & set(key_path):
+            try:
+                return lookup(config, key_path)
+            except KeyError:
+                pass  # dpath may still read it (e.g. a non-string key)
+        return dpath.get(config, key_path, separator=".")
+
+    dvc_param.read_param_file = read_param_file
+    try:
+        yield
+    finally:
+        dvc_param.read_param_file = original

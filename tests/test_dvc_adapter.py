@@ -1,0 +1,83 @@
+"""One adapter for DVC's internals (issue 25, item 3): only ``priorlab.dvc_adapter`` imports DVC,
+and its run-cache restore — the one the parallel runner and the shards share — restores a stage
+whose inputs match a cached run and reports a miss with the stage's outputs removed."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "priorlab"
+ADAPTER = PACKAGE / "dvc_adapter.py"
+
+
+def dvc_imports(path: Path) -> list[str]:
+    """``line: module`` of every import of ``dvc`` (or a submodule) in ``path``, at any depth."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        found += [f"{node.lineno}: {n}" for n in names if n == "dvc" or n.startswith("dvc.")]
+    return found
+
+
+def test_only_the_adapter_imports_dvc():
+    offenders = {str(p.relative_to(PACKAGE)): dvc_imports(p) for p in sorted(PACKAGE.rglob("*.py")) if p != ADAPTER}
+    offenders = {p: found for p, found in offenders.items() if found}
+    assert not offenders, f"import DVC through priorlab.dvc_adapter only: {offenders}"
+    assert dvc_imports(ADAPTER)  # the walker sees function-level imports
+    assert not dvc_imports(PACKAGE / "train" / "trainer.py")  # dvclive is not dvc
+
+
+def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+
+
+def test_restore_from_the_run_cache_says_whether_it_restored(tmp_path, monkeypatch):
+    from priorlab import dvc_adapter
+
+    if shutil.which("git") is None:
+        pytest.skip("git is required by DVC")
+    monkeypatch.chdir(tmp_path)  # DVC names stages relative to the working directory
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert _dvc(tmp_path, "init", "-q").returncode == 0
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "p": {"cmd": "echo ${x} > p.txt", "params": ["x"], "outs": ["p.txt"]},
+        "q": {"cmd": "cat p.txt p.txt > q.txt", "deps": ["p.txt"], "outs": ["q.txt"]}}}))
+    for x in (1, 2):  # two runs of p (and q) in the run-cache; dvc.lock holds x=2's
+        (tmp_path / "params.yaml").write_text(f"x: {x}\n")
+        assert _dvc(tmp_path, "repro").returncode == 0, _dvc(tmp_path, "repro").stderr
+
+    def restore_all(target: str = "q") -> dict[str, bool | None]:
+        """Each stage up to ``target`` -> restored (True), not in the run-cache (False), up to date (None)."""
+        with dvc_adapter.open_repo(tmp_path) as repo:
+            stages = dvc_adapter.select(repo, [target])
+            upstream = dvc_adapter.upstream(repo, stages)
+            got = {s.addressing: dvc_adapter.restore(repo, s) if dvc_adapter.changed(s, upstream[s]) else None
+                   for s in stages}
+            dvc_adapter.write_lock([s for s in stages if got[s.addressing]])
+        return got
+
+    (tmp_path / "params.yaml").write_text("x: 1\n")
+    assert restore_all() == {"p": True, "q": True}
+    assert (tmp_path / "q.txt").read_text() == "1\n1\n"
+    assert "up to date" in _dvc(tmp_path, "status").stdout  # saved, committed and in dvc.lock
+    assert restore_all() == {"p": None, "q": None}
+    (tmp_path / "params.yaml").write_text("x: 3\n")  # no such run: p's output goes, as `dvc repro` removes it
+    assert restore_all("p") == {"p": False} and not (tmp_path / "p.txt").exists()
+    with dvc_adapter.open_repo(tmp_path, lock=False) as repo:
+        with pytest.raises(dvc_adapter.UnknownStageError, match="unknown stage 'nope'"):
+            dvc_adapter.select(repo, ["nope"])
+        assert [s.addressing for s in dvc_adapter.select(repo, None)] == ["p", "q"]
