@@ -11,10 +11,8 @@ resident memory of its largest stage.  Writes ``reports/bench.json``.
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile

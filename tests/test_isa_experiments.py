@@ -98,7 +98,8 @@ def test_mig_without_shape_is_mig_over_the_other_factors():
 
 
 @pytest.mark.slow
-def test_stage_trains_scores_and_reports(tmp_path, monkeypatch):
+def test_cells_train_and_score_and_the_study_aggregates_them(tmp_path, monkeypatch):
+    from priorlab.experiments import isa_fit
     from priorlab.pipeline import run_data
 
     raw = raw_params()
@@ -106,8 +107,19 @@ def test_stage_trains_scores_and_reports(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     params = parse_params(copy.deepcopy(raw))
     run_data(params, "dsprites")
+    with pytest.raises(ie.UserError, match="isa_fit@bvae-0 has not run"):
+        ie.run_isa_experiments(params)
+    with pytest.raises(ParamsError, match="no cell 'bvae-7'"):
+        isa_fit.run_isa_fit(params, "bvae", "7")
+    for model in ("bvae", "isa", "fvae"):
+        isa_fit.run_isa_fit(params, model, "0")
+    cell = tmp_path / "models" / "isa_experiments" / "bvae-0"
+    assert sorted(p.name for p in cell.iterdir()) == ["1", "2", "rows.json"] and (cell / "2" / "model.pt").is_file()
+    metrics = yaml.safe_load((tmp_path / "metrics" / "isa_experiments" / "bvae-0.json").read_text())
+    assert set(metrics) == {"bvae-1-0", "bvae-2-0"} and set(metrics["bvae-1-0"]) >= {"mig", "mig_no_shape"}
     summary = ie.run_isa_experiments(params)
     assert summary["paper"] == "004" and summary["title"] and len(summary["claims"]) == 1
+    assert summary["device"] == "cpu"
     assert [r["run"] for r in summary["runs"]] == ["bvae-1-0", "bvae-2-0", "isa-1-0", "isa-2-0", "fvae-3-0"]
     for r in summary["runs"]:
         assert 0.0 <= r["mig"] <= 1.0 and 0.0 <= r["mig_no_shape"] <= 1.0 and r["recon_log_lik"] < 0
@@ -118,21 +130,22 @@ def test_stage_trains_scores_and_reports(tmp_path, monkeypatch):
     for f in ("README.md", "results.csv", "summary.json", "mig_vs_beta.png", "exponents.png",
               "mig_vs_reconstruction.png", "latents_bvae.png", "latents_isa.png", "latents_fvae.png"):
         assert (out / f).is_file(), f
-    # same params and seeds: the same numbers (finished runs are cached by fingerprint: clear them)
+    # same params and seeds, a fresh process state: the same numbers (clear the resumable checkpoints)
     import shutil
 
-    shutil.rmtree(tmp_path / ".checkpoints")
+    shutil.rmtree(tmp_path / ".checkpoints", ignore_errors=True)
+    isa_fit.run_isa_fit(parse_params(copy.deepcopy(raw)), "isa", "0")
     again = ie.run_isa_experiments(parse_params(copy.deepcopy(raw)))
     assert [r["mig"] for r in again["runs"]] == [r["mig"] for r in summary["runs"]]
 
 
-def test_results_csv_is_the_same_for_a_fresh_and_a_cached_row():
+def test_results_csv_is_the_same_for_a_fresh_and_a_read_back_row():
     import json
 
     row = {"run": "isa_vae-1-0", "model": "isa_vae", "label": "ISA-VAE", "kind": "vae", "strength": 1.0, "seed": 0,
            "train_s": 3.0, "eval_s": 1.0, "exponents": {"p0": 2.1}, "model_params": {}, "metrics": {},
            "responses": [], **{k: 0.1 * i for i, k in enumerate(ie.SCORES)}}
-    cached = json.loads(json.dumps(row, sort_keys=True))  # what write_json/read_json give back after a kill
+    cached = json.loads(json.dumps(row, sort_keys=True))  # what the cell's rows.json gives back (write_json sorts)
     assert list(cached) != list(row)
     fresh_csv = ie.results_table(ie.study_frame([row])).to_csv(index=False)
     assert ie.results_table(ie.study_frame([cached])).to_csv(index=False) == fresh_csv

@@ -17,6 +17,7 @@ from priorlab.config import (BarsParams, ImagePatchesParams, OptimParams, Params
                              SparseCodingModelParams, parse_params)
 from priorlab.data.store import build_arrays, load_dataset, write_dataset
 from priorlab.experiments import mssc_experiments as mx
+from priorlab.experiments import mssc_fit as mf
 from priorlab.io import load_torch
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, Generative, Model, StepContext
@@ -33,7 +34,7 @@ def _model(spec=SPEC, seed=0):
 
 
 def test_adapter_implements_the_protocol_and_runs_em():
-    data = mx.in_memory("b", build_arrays(BARS))
+    data = mf.in_memory("b", build_arrays(BARS))
     m = _model()
     assert isinstance(m, Model) and isinstance(m, Generative) and m.param_groups(1e-3) == []
     m.bind_data(data)
@@ -66,7 +67,7 @@ SCRIPT = textwrap.dedent(
 def _fit(ckpt):
     from priorlab.train import fit
 
-    data = mx.in_memory("b", build_arrays(BARS))
+    data = mf.in_memory("b", build_arrays(BARS))
     m = _model()
     m.bind_data(data)
     fit(m, m.training_set(data), OPT, checkpoint=ckpt, live_dir=None, fingerprint="fp")
@@ -169,25 +170,33 @@ def test_recovery_table_and_claim_logic():
     rows = [row("m", "occlusion", True, s) for s in range(4)] + [row("l", "occlusion", True, s) for s in range(4)]
     assert mx.recovery_claim(rows, kinds).reproduced is False  # not better than linear
     assert mx.recovery_claim(rows[:4], kinds).reproduced is None  # linear runs missing
-    assert mx.sparsity_by_count(np.array([0, 1, 1, 2]), np.array([0.0, 1.0, 2.0, 2.0])) == {"0": 0.0, "1": 1.5, "2": 2.0}
+    assert mf.sparsity_by_count(np.array([0, 1, 1, 2]), np.array([0.0, 1.0, 2.0, 2.0])) == {"0": 0.0, "1": 1.5, "2": 2.0}
 
 
 @pytest.mark.slow
-def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path):
+def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, monkeypatch):
     raw = _raw({"datasets": {"bo": {"kind": "bars", "n_train": 150, "n_test": 10, "R": 3}},
                 "models": {"sc": {"kind": "mssc", "n_candidates": 4, "burn_in": 3, "samples_per_chain": 2,
                                   "anneal_iters": 8, "nonnegative": True},
                            "lin": {"kind": "linear_ssc", "n_candidates": 4, "burn_in": 3, "samples_per_chain": 2,
                                    "anneal_iters": 8}},
-                "mssc_study": {"bars": ["bo"], "models": ["sc", "lin"], "seeds": [0, 1], "iterations": 15,
-                               "n_jobs": 1}})
+                "mssc_study": {"bars": ["bo"], "models": ["sc", "lin"], "seeds": [0, 1], "iterations": 15}})
     params = parse_params(raw)
-    s = mx.run_mssc_experiments(params, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(mx.UserError, match="mssc_fit@sc has not run"):
+        mx.run_mssc_experiments(params, tmp_path / "out")
+    with pytest.raises(ParamsError, match="no cell 'nope'"):
+        mf.run_mssc_fit(params, "nope")
+    for model in ("sc", "lin"):  # the mssc_fit stages
+        mf.run_mssc_fit(params, model)
+    assert sorted(p.name for p in (tmp_path / "models" / "mssc_experiments" / "sc").iterdir()) == [
+        "bo-0.pt", "bo-1.pt", "rows.json"]
+    s = mx.run_mssc_experiments(params, tmp_path / "out")
     assert s["paper"] == "000" and len(s["runs"]) == 4 and len(s["claims"]) == 1
+    assert [(r["model"], r["seed"]) for r in s["runs"]] == [("sc", 0), ("sc", 1), ("lin", 0), ("lin", 1)]
     assert all(r["n_recovered"] >= 5 for r in s["runs"] if r["model"] == "sc")  # R = 3: 6 bars
-    assert (tmp_path / "bars_w.png").is_file() and (tmp_path / "sparsity.png").is_file()
-    assert "Bars recovery" in (tmp_path / "README.md").read_text()
-    # two processes give the same rows as one
-    par = mx.run_mssc_experiments(dataclasses.replace(params, mssc_study=dataclasses.replace(
-        params.mssc_study, n_jobs=2)), tmp_path / "par")
-    assert par["runs"] == s["runs"]
+    assert (tmp_path / "out" / "bars_w.png").is_file() and (tmp_path / "out" / "sparsity.png").is_file()
+    assert "Bars recovery" in (tmp_path / "out" / "README.md").read_text()
+    # a cell run again (a fresh stage process would be the same): the same rows
+    mf.run_mssc_fit(params, "sc")
+    assert mx.run_mssc_experiments(params, tmp_path / "again")["runs"] == s["runs"]

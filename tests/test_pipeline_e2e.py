@@ -9,6 +9,7 @@ round trip through a local DVC remote.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -171,9 +172,10 @@ def test_fmvae_prior_params_rerun_only_prior_init_and_after(project):
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     status = json.loads(dvc(project, "status", "--json").stdout)
     run = "dsprites-fmvae_ss-0"
-    # The studies that train their models in-process track the whole models section (DVC cannot list a
-    # profile-dependent set of keys); every per-run stage outside this run is untouched.
-    in_process = {"isa_experiments", "mssc_experiments", "sparse_vae_experiments"}
+    # The studies' aggregating stages and the real-data fits of paper 003 track the whole models section
+    # (DVC cannot list a profile-dependent set of keys); every per-run stage and study cell outside this
+    # run is untouched.
+    in_process = {"isa_experiments", "mssc_experiments", "sparse_vae_experiments", "sparse_vae_real"}
     prior_inits = {f"prior_init@{s}" for s in params["setups"]}
     assert set(status) - in_process == prior_inits | {f"train@{run}"}, status
     proc = sh(project, sys.executable, "-m", "priorlab.repro", "-j", "2")
@@ -184,6 +186,69 @@ def test_fmvae_prior_params_rerun_only_prior_init_and_after(project):
     sh(project, "git", "checkout", "-q", "--", ".")
     dvc(project, "checkout", "-q")
     assert "up to date" in dvc(project, "status").stdout
+
+
+def test_a_study_models_param_reruns_only_its_cells(project):
+    """Paper 004's study models are stages (isa_fit, one per model entry and seed): changing the ISA
+    prior's p0 makes only that model's cell (and the aggregating study) stale, never the β-VAE's cell;
+    changing the study's training steps makes every cell stale."""
+    original = (project / "params.yaml").read_text()
+    try:
+        params = yaml.safe_load(original)
+        params["models"]["isa_vae"]["prior"]["p0"] = 2.3
+        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        status = set(json.loads(dvc(project, "status", "--json").stdout))
+        assert {"isa_fit@isa_vae-0", "isa_experiments"} <= status and "isa_fit@isa_beta_vae-0" not in status, status
+        params = yaml.safe_load(original)
+        params["isa_study"]["train"]["steps"] += 1
+        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        status = set(json.loads(dvc(project, "status", "--json").stdout))
+        assert {"isa_fit@isa_vae-0", "isa_fit@isa_beta_vae-0", "isa_experiments"} <= status, status
+        assert not any(s.startswith(("train@", "pretrain@", "data@")) for s in status), status
+    finally:
+        (project / "params.yaml").write_text(original)
+    assert "up to date" in dvc(project, "status").stdout
+
+
+BLOCK_DVC = """import importlib.abc, importlib.machinery, sys
+class _Missing(importlib.abc.Loader):  # as on a machine without them: importing raises
+    def create_module(self, spec):
+        raise ModuleNotFoundError(f"No module named {spec.name!r}", name=spec.name)
+    def exec_module(self, module):
+        pass
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("dvc", "dvclive"):
+            return importlib.machinery.ModuleSpec(name, _Missing())
+sys.meta_path.insert(0, _Block())
+"""
+
+
+def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_path):
+    """What a lent GPU machine (torch, no DVC) does: the plan of isa_experiments, exported here with
+    DVC, runs in a bare copy whose every Python process (the runner and each stage) fails to import
+    dvc / dvclive; the study comes out with the numbers of the DVC run."""
+    plan = tmp_path / "plan.json"
+    sh(project, sys.executable, "-m", "priorlab.plan", "export", "isa_experiments", "--out", str(plan))
+    stages = [s["name"] for s in json.loads(plan.read_text())["stages"]]
+    assert stages[0] == "data@dsprites" and stages[-1] == "isa_experiments", stages
+    assert {"isa_fit@isa_vae-0", "isa_fit@isa_beta_vae-0"} <= set(stages) and len(stages) == 4, stages
+    bare = copy_project(ROOT, tmp_path / "bare")
+    sh(bare, sys.executable, "-m", "priorlab.config", "use", "tiny")
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text(BLOCK_DVC)
+    env = {"PYTHONPATH": f"{block}{os.pathsep}{bare / 'src'}"}
+    assert sh(bare, sys.executable, "-c", "import dvc", check=False, env=env).returncode != 0
+    proc = sh(bare, sys.executable, "-m", "priorlab.plan", "run", str(plan), "-j", "2", "--record",
+              str(tmp_path / "record.json"), env=env)
+    assert "4 stage(s) ran, 0 failed" in proc.stdout, proc.stdout
+    out, ref = bare / "reports" / "isa_experiments", project / "reports" / "isa_experiments"
+    assert (out / "README.md").is_file() and (out / "latents_isa_vae.png").is_file()
+    assert (out / "results.csv").read_text() == (ref / "results.csv").read_text()
+    assert json.loads((out / "summary.json").read_text()) == json.loads((ref / "summary.json").read_text())
+    bad = sh(bare, sys.executable, "-m", "priorlab.plan", "run", str(tmp_path / "none.json"), check=False, env=env)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: no plan file"), bad.stderr
 
 
 def test_parallel_runner_matches_serial_dvc_repro(project, tmp_path):

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from priorlab.config import load_params
-from priorlab.shard import ShardError, main, parse_shard, pretrain_cost, run_cost, split
+from priorlab.shard import cell_costs, ShardError, main, parse_shard, pretrain_cost, run_cost, split
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("tiny", "cpu", "paper")
@@ -71,6 +71,13 @@ def test_shards_are_disjoint_and_cover_every_run_and_upstream_stage(profile, cou
     assert [s.index for s in shards] == list(range(count)) and all(s.count == count for s in shards)
     runs = [r for s in shards for r in s.runs]
     assert sorted(runs) == sorted(params.runs) and len(runs) == len(set(runs))
+    cells = [c for s in shards for c in s.cells]  # every study cell exactly once
+    study, sv = params.isa_study, params.sparse_vae_study
+    expected_cells = [f"isa_fit@{m}-{seed}" for m in (study.models if study.setup else []) for seed in study.seeds]
+    expected_cells += [f"sparse_vae_fit@{float(r)!r}" for r in (sv.rhos if sv.models else [])]
+    expected_cells += ["sparse_vae_real"] if sv.movielens.models or sv.single_cell.models else []
+    expected_cells += [f"mssc_fit@{m}" for m in (params.mssc_study.models if params.mssc_study.bars else [])]
+    assert sorted(cells) == sorted(expected_cells)
     owners = _stage_owners(shards)
     expected = {f"data@{d}" for d in params.datasets} | {f"{st}@{s}" for s in params.setups for st in UPSTREAM[1:]}
     assert set(owners) == expected and all(len(o) == 1 for o in owners.values())
@@ -79,12 +86,13 @@ def test_shards_are_disjoint_and_cover_every_run_and_upstream_stage(profile, cou
         for run in s.runs:
             setup = params.runs[run].setup
             upstream |= {f"data@{params.setups[setup].dataset}", f"pretrain@{setup}", f"prior_init@{setup}"}
+        upstream |= {f"data@{params.setups[study.setup].dataset}" for c in s.cells if c.startswith("isa_fit@")}
         for stage in s.owns:  # an owned pretraining reads its data set
             if not stage.startswith("data@"):
                 upstream.add(f"data@{params.setups[stage.split('@')[1]].dataset}")
         assert upstream - set(s.owns) == set(s.needs), s.name
         assert all(owners[stage] == [o] and o != s.index for stage, o in s.needs.items())
-        assert s.targets == [f"evaluate@{r}" for r in s.runs]
+        assert s.targets == [f"evaluate@{r}" for r in s.runs] + list(s.cells)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -107,7 +115,8 @@ def test_shards_are_balanced_by_estimated_cost(profile, counts):
         shards = split(params, count)
         total = sum(s.cost for s in shards)
         assert total == pytest.approx(sum(run_cost(params, r) for r in params.runs)
-                                      + sum(pretrain_cost(params, s) for s in params.setups))
+                                      + sum(pretrain_cost(params, s) for s in params.setups)
+                                      + sum(c for _, c in cell_costs(params).values()))
         assert max(s.cost for s in shards) <= 1.25 * total / count, (count, [round(s.cost / total, 3) for s in shards])
 
 
@@ -190,7 +199,8 @@ def _files(root: Path, lock_entry: dict) -> dict[str, bytes]:
 @needs_shard_edits
 def test_second_clone_restores_a_pushed_shard_and_reruns_nothing_of_it(tmp_path):
     """Clone A runs a shard of the tiny profile and pushes it to a local-directory remote; clone B
-    (same commit) collects: every stage of A's shard is restored from the run-cache, none runs again,
+    (same commit) collects: every stage of A's shard, its study cell included, is restored from the
+    run-cache, none runs again,
     their outputs are byte-identical to A's, and DVC finds B's pipeline up to date."""
     from benchmarks.project_copy import copy_project
 
@@ -214,7 +224,8 @@ def test_second_clone_restores_a_pushed_shard_and_reruns_nothing_of_it(tmp_path)
     t_collect = time.perf_counter() - t0
     print(f"\nshard {shard.name} on clone A: {t_shard:.1f} s; collect on clone B: {t_collect:.1f} s")
 
-    mine = set(shard.owns) | {f"{st}@{r}" for r in shard.runs for st in ("train", "evaluate")}
+    assert shard.cells, "the tiny profile's shard should train a study cell (isa_fit)"
+    mine = set(shard.owns) | {f"{st}@{r}" for r in shard.runs for st in ("train", "evaluate")} | set(shard.cells)
     assert mine <= set(re.findall(r"running (\S+):", ran_a.stdout))  # A computed its shard itself
     log = collect.stdout + collect.stderr
     rerun = set(re.findall(r"running (\S+):", log))

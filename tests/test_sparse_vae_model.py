@@ -13,6 +13,8 @@ from priorlab.config import OptimParams, ParamsError, SetupParams, SparseVAEPara
 from priorlab.data.store import Dataset
 from priorlab.errors import DataError
 from priorlab.experiments import sparse_vae_experiments as E
+from priorlab.experiments import sparse_vae_fit as F
+from priorlab.experiments import sparse_vae_real as R
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, StepContext
 from priorlab.models.sparse_vae import SparseVAE, gaussian_kl_general
@@ -260,10 +262,10 @@ def _stats(mse, dci, f1=None, active=2.0, collapse=0.0, n=10):
 def test_study_metrics_and_claims():
     z = np.random.RandomState(0).standard_normal((50, 2))
     codes = np.c_[np.zeros(50), -z[:, 1], 2 * z[:, 0]]
-    assert list(E.match_columns(codes, z)) == [2, 1]
-    s = E.support_scores(np.array([[1, 0], [1, 1]], bool), np.array([[1, 0], [0, 1]], bool))
+    assert list(F.match_columns(codes, z)) == [2, 1]
+    s = F.support_scores(np.array([[1, 0], [1, 1]], bool), np.array([[1, 0], [0, 1]], bool))
     assert s["precision"] == pytest.approx(2 / 3) and s["recall"] == 1.0 and s["f1"] == pytest.approx(0.8)
-    f = E.bin_factors(z, z, 4)
+    f = F.bin_factors(z, z, 4)
     assert f.min() == 0 and f.max() == 3 and np.all(np.bincount(f[:, 0]) >= 12)
     good, bad = _stats(0.1, 0.9, f1=0.9), _stats(0.5, 0.3)
     summary = {"s": {0.0: good, 0.8: good}, "v": {0.0: bad, 0.8: _stats(0.05, 0.3)}}
@@ -321,6 +323,17 @@ def test_study_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
                                  train=OptimParams(steps=20, batch_size=30, lr=1e-2, checkpoint_every=10**6))
     params = Params(profile="tiny", device="cpu", datasets={}, setups={}, models=models, pretrain=study.train,
                     train=study.train, runs={}, sparse_vae_study=study)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(E.UserError, match="sparse_vae_fit@0.0 has not run"):
+        E.run_sparse_vae_experiments(params)
+    with pytest.raises(ParamsError, match="no cell at rho '0.5'"):
+        F.run_sparse_vae_fit(params, "0.5")
+    F.run_sparse_vae_fit(params, "0.0")  # the cell (sparse_vae_fit@0.0) and the real-data stage (off here)
+    R.run_sparse_vae_real(params)
+    cell = tmp_path / "models" / "sparse_vae_experiments" / "rho-0.0"
+    assert sorted(p.name for p in cell.iterdir()) == ["0-s.pt", "0-sc.pt", "0-v.pt", "0-vc.pt", "1-s.pt", "1-v.pt",
+                                                      "rows.json"]
+    assert (tmp_path / "metrics" / "sparse_vae_experiments" / "rho-0.0.json").is_file()
     out = E.run_sparse_vae_experiments(params)
     assert {r["method"] for r in out["rows"]} == {"s", "v", "sc", "vc", "PCA", "FactorAnalysis"}
     assert sum(r["method"] == "sc" for r in out["rows"]) == 1 and sum(r["method"] == "s" for r in out["rows"]) == 2
@@ -329,7 +342,8 @@ def test_study_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
     assert (tmp_path / "out" / "summary.json").is_file() and (tmp_path / "out" / "w_heatmap.png").is_file()
     fidelity = (tmp_path / "out" / "fidelity.md").read_text()
     assert "released code" in fidelity and "K → 8 → 8" in fidelity and "sc (sparse_vae, released_code)" in fidelity
-    again = E.run_sparse_vae_experiments(params)  # same params and seeds: same numbers
+    F.run_sparse_vae_fit(params, "0.0")  # same params and seeds, again: same numbers
+    again = E.run_sparse_vae_experiments(params)
     assert [r["mse"] for r in again["rows"]] == [r["mse"] for r in out["rows"]]
 
 

@@ -110,7 +110,7 @@ def test_recovery_table_file_round_trips(tmp_path):
 
 
 def fake_isa_rows(params) -> list[dict]:
-    """Rows as :func:`isa_experiments.train_and_score` returns them, for every run of the study grid."""
+    """Rows as :func:`isa_fit.train_and_score` returns them, for every run of the study grid."""
     rng = np.random.default_rng(4)
     rows = []
     for run in ie.study_runs(params):
@@ -151,12 +151,10 @@ def cpu_params():
 
 def test_isa_stage_writes_the_mig_tables(tmp_path, monkeypatch):
     import priorlab.data.store
-    import priorlab.pipeline
 
     params = cpu_params()
     rows = {r["run"]: r for r in fake_isa_rows(params)}
-    monkeypatch.setattr(ie, "train_and_score", lambda params, run, data, gt, device: rows[run.name])
-    monkeypatch.setattr(priorlab.pipeline, "load_setup_data", lambda params, setup: None)
+    monkeypatch.setattr(ie, "read_rows", lambda params: ([rows[r.name] for r in ie.study_runs(params)], ["cpu"]))
     monkeypatch.setattr(priorlab.data.store, "ground_truth", lambda name: type("GT", (), {"factor_names": ("a", "b")}))
     ie.run_isa_experiments(params, tmp_path)
     expected = ie.strength_tables(ie.study_frame(list(rows.values())))
@@ -173,7 +171,8 @@ def test_sparse_vae_stage_writes_the_recovery_table(tmp_path, monkeypatch):
     rows = fake_sparse_rows(params)
     monkeypatch.setattr(E, "OUT", tmp_path)
     monkeypatch.setattr(E, "study_rows", lambda params: (rows, {}))
-    monkeypatch.setattr(priorlab.experiments.sparse_vae_real, "run_real", lambda params: {"claims": [], "lines": []})
+    monkeypatch.setattr(E, "real_fits", lambda: {})
+    monkeypatch.setattr(priorlab.experiments.sparse_vae_real, "run_real", lambda params, fitted: {"claims": [], "lines": []})
     result = E.run_sparse_vae_experiments(params)
     back = np.genfromtxt(tmp_path / "recovery_vs_rho.csv", delimiter=",", names=True)
     header, table = E.recovery_table(E.summarise(rows))

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from priorlab import dvc_adapter
 from priorlab.errors import UserError
-from priorlab.repro import require_tested_dvc
 
 KIND_STEP_COST = {"fmvae": 6.5, "vsc": 2.1, "beta_tcvae": 1.7}
 """Cost of one training step relative to a VAE step, by model kind (other kinds: 1).  From the H200
@@ -80,6 +80,7 @@ class Shard:
     owns: tuple[str, ...]
     needs: dict[str, int]  # upstream stage -> the shard that computes it
     cost: float
+    cells: tuple[str, ...] = ()  # the study cells it trains (:func:`cell_costs`)
 
     @property
     def name(self) -> str:
@@ -88,7 +89,7 @@ class Shard:
     @property
     def targets(self) -> list[str]:
         """The DVC stages the shard reproduces (with everything upstream of them)."""
-        return [f"evaluate@{run}" for run in self.runs]
+        return [f"evaluate@{run}" for run in self.runs] + list(self.cells)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -126,6 +127,36 @@ def pretrain_cost(params, setup: str) -> float:
     return (spec.pretrain_steps or params.pretrain.steps) * _step_cost(params, setup, s.pretrain_model)
 
 
+def cell_costs(params) -> dict[str, tuple[str | None, float]]:
+    """The study cells of ``params`` (the stages that train a study's models: ``isa_fit@<model>-<seed>``,
+    ``sparse_vae_fit@<rho>``, ``sparse_vae_real``, ``mssc_fit@<model>``), each with the data set stage it reads (None: it
+    builds its own data) and its estimated cost (training steps × models × cost per step)."""
+    from priorlab.experiments.isa_fit import cell_name, study_runs
+
+    cells: dict[str, tuple[str | None, float]] = {}
+    isa = params.isa_study
+    if isa.setup:
+        for run in study_runs(params):
+            stage = f"isa_fit@{cell_name(run.model, run.seed)}"
+            dataset, cost = cells.get(stage, (params.setup(isa.setup).dataset, 0.0))
+            cells[stage] = (dataset, cost + max(isa.train.steps, 1) * _step_cost(params, isa.setup, run.model))
+    sv = params.sparse_vae_study
+    if sv.models:
+        per_rho = sum(KIND_STEP_COST.get(params.model(m).kind, 1.0) for m in sv.models) * sv.datasets_per_rho + \
+            sum(KIND_STEP_COST.get(params.model(m).kind, 1.0) for m in sv.variant_models) * sv.variant_datasets_per_rho
+        for rho in sv.rhos:
+            cells[f"sparse_vae_fit@{float(rho)!r}"] = (None, max(sv.train.steps, 1) * per_rho)
+    ms = params.mssc_study
+    for model in ms.models if ms.bars else []:
+        steps = ms.iterations * len(ms.bars) * len(ms.seeds) + (ms.patch_iterations if ms.patches else 0)
+        cells[f"mssc_fit@{model}"] = (None, float(steps))
+    real = [(study, m) for study in (sv.movielens, sv.single_cell) for m in study.models]
+    if real:
+        cells["sparse_vae_real"] = (None, sum(max(study.train.steps, 1) * study.splits *
+                                              KIND_STEP_COST.get(params.model(m).kind, 1.0) for study, m in real))
+    return cells
+
+
 def _lpt(sizes: dict, bins: int, loads: list[float] | None = None) -> dict:
     """Longest processing time first: each item (largest first, ties by key) to the least-loaded bin."""
     loads = list(loads) if loads is not None else [0.0] * bins
@@ -140,11 +171,12 @@ def _lpt(sizes: dict, bins: int, loads: list[float] | None = None) -> dict:
 def split(params, count: int) -> list[Shard]:
     """The ``count`` shards of the runs of ``params``.
 
-    Every run is in exactly one shard, and every ``data@``, ``pretrain@`` and ``prior_init@`` stage
-    is owned by exactly one.  A setup is one piece (its pretraining and its runs) unless it costs
+    Every run and every study cell (:func:`cell_costs`) is in exactly one shard, and every ``data@``,
+    ``pretrain@`` and ``prior_init@`` stage is owned by exactly one.  A setup is one piece (its pretraining and its runs) unless it costs
     more than a shard's fair share (total / count): then its runs are cut into that many pieces of
     about equal cost, the pretraining in the first.  Pieces go largest first to the least-loaded
-    shard.  The shard with a setup's first piece owns the setup's ``pretrain@``/``prior_init@``; the
+    shard; then the study cells, largest first, to the least-loaded shard.  The shard with a setup's
+    first piece owns the setup's ``pretrain@``/``prior_init@``; the
     owner of the costliest setup of a data set owns its ``data@`` (data sets that no setup uses,
     read by the in-process studies, go round the shards by name).
     """
@@ -155,7 +187,8 @@ def split(params, count: int) -> list[Shard]:
         by_setup[params.runs[run].setup].append(run)
     cost = {r: run_cost(params, r) for r in params.runs}
     pre = {s: pretrain_cost(params, s) for s in by_setup}
-    share = (sum(cost.values()) + sum(pre.values())) / count
+    cells = cell_costs(params)
+    share = (sum(cost.values()) + sum(pre.values()) + sum(c for _, c in cells.values())) / count
     pieces: dict[tuple[str, int], float] = {}
     members: dict[tuple[str, int], list[str]] = {}
     for setup, runs in sorted(by_setup.items()):
@@ -166,6 +199,8 @@ def split(params, count: int) -> list[Shard]:
             members[(setup, j)] = sorted(r for r in runs if where[r] == j)
             pieces[(setup, j)] = sum(cost[r] for r in members[(setup, j)]) + (pre[setup] if j == 0 else 0.0)
     placed = _lpt(pieces, count)
+    loads = [sum(c for p, c in pieces.items() if placed[p] == k) for k in range(count)]
+    cell_shard = _lpt({stage: c for stage, (_, c) in cells.items()}, count, loads)
     owner = {setup: placed[(setup, 0)] for setup in by_setup}
     setup_total = {s: pre[s] + sum(cost[r] for r in runs) for s, runs in by_setup.items()}
     data_owner: dict[str, int] = {}
@@ -184,63 +219,37 @@ def split(params, count: int) -> list[Shard]:
             needs[f"data@{params.setup(setup).dataset}"] = data_owner[params.setup(setup).dataset]
             if setup not in owned:
                 needs[f"pretrain@{setup}"] = needs[f"prior_init@{setup}"] = owner[setup]
+        mine = sorted(stage for stage, where in cell_shard.items() if where == k)
+        for stage in mine:
+            if cells[stage][0] is not None:
+                needs[f"data@{cells[stage][0]}"] = data_owner[cells[stage][0]]
         needs = {stage: o for stage, o in sorted(needs.items()) if o != k}
-        load = sum(c for p, c in pieces.items() if placed[p] == k)
-        shards.append(Shard(k, count, tuple(runs), tuple(owns), needs, load))
+        load = sum(c for p, c in pieces.items() if placed[p] == k) + sum(cells[stage][1] for stage in mine)
+        shards.append(Shard(k, count, tuple(runs), tuple(owns), needs, load, tuple(mine)))
     return shards
 
 
 # --------------------------------------------------------------------------- DVC: remote and run-cache
+# (every call into DVC goes through priorlab.dvc_adapter)
 
 
 def _remote(repo, remote: str | None) -> str:
-    name = remote or repo.config["core"].get("remote")
+    name = remote or dvc_adapter.default_remote(repo)
     if not name:
         raise ShardError("no default DVC remote: add the shared one on every machine, "
                          "e.g. `dvc remote add -d store s3://bucket/priorlab` (or pass --remote NAME)")
-    if name not in repo.config.get("remote", {}):
+    if not dvc_adapter.has_remote(repo, name):
         raise ShardError(f"DVC remote {name!r} is not configured (`dvc remote list`)")
     return name
 
 
-def _local_entries(repo) -> list[tuple[str, str]]:
-    """``(key, value)`` of every run-cache entry in the local cache."""
-    root = Path(repo.stage_cache.cache_dir)
-    return sorted((p.parent.name, p.name) for p in root.glob("*/*/*") if p.is_file()) if root.is_dir() else []
-
-
-def _entry_cmd(repo, key: str, value: str) -> str | None:
-    entry = repo.stage_cache._load_cache(key, value)
-    return entry.get("cmd") if entry else None
-
-
-def _pipeline_cmds(repo) -> set[str]:
-    return {s.cmd for s in repo.index.stages if s.cmd}
-
-
-def _transfer(repo, entries, remote: str, jobs: int | None, direction: str) -> tuple[int, int]:
-    """Push or pull the objects that the run-cache ``entries`` name; returns (transferred, failed)."""
-    used = repo.stage_cache.get_used_objs(entries, remote=remote, force=True, jobs=jobs)
-    moved = failed = 0
-    for odb, objs in used.items():
-        if not objs:
-            continue
-        call = repo.cloud.push if direction == "push" else repo.cloud.pull
-        result = call(objs, jobs=jobs, remote=remote, odb=odb)
-        moved += len(result.transferred)
-        failed += len(result.failed)
-    return moved, failed
-
-
 def push(root: str | Path = ".", remote: str | None = None, jobs: int | None = None, log=print) -> int:
     """Push every local run-cache entry and every object it names (cached and git-tracked outputs)."""
-    from dvc.repo import Repo, lock_repo
-
-    with Repo(str(root)) as repo, lock_repo(repo):
+    with dvc_adapter.open_repo(root) as repo:
         name = _remote(repo, remote)
-        entries = _local_entries(repo)
-        repo.stage_cache.push(name)
-        moved, failed = _transfer(repo, entries, name, jobs, "push")
+        entries = dvc_adapter.run_cache_entries(repo)
+        dvc_adapter.push_entries(repo, name)
+        moved, failed = dvc_adapter.transfer_objects(repo, entries, name, jobs, "push")
     log(f"pushed {len(entries)} run-cache entries and {moved} new object(s) to {name!r}")
     if failed:
         raise UserError(f"{failed} object(s) could not be pushed to {name!r}; run the command again")
@@ -251,14 +260,13 @@ def fetch(root: str | Path = ".", remote: str | None = None, jobs: int | None = 
           log=print) -> int:
     """Fetch the remote's run-cache entries and the objects of those whose command is a stage of this
     pipeline (``cmds``: of these stages only).  Returns the number of entries they cover."""
-    from dvc.repo import Repo, lock_repo
-
-    with Repo(str(root)) as repo, lock_repo(repo):
+    with dvc_adapter.open_repo(root) as repo:
         name = _remote(repo, remote)
-        repo.stage_cache.pull(name)
-        wanted = cmds if cmds is not None else _pipeline_cmds(repo)
-        entries = [(k, v) for k, v in _local_entries(repo) if _entry_cmd(repo, k, v) in wanted]
-        moved, failed = _transfer(repo, entries, name, jobs, "pull")
+        dvc_adapter.pull_entries(repo, name)
+        wanted = cmds if cmds is not None else {s.cmd for s in dvc_adapter.command_stages(repo)}
+        entries = [(k, v) for k, v in dvc_adapter.run_cache_entries(repo)
+                   if dvc_adapter.entry_cmd(repo, k, v) in wanted]
+        moved, failed = dvc_adapter.transfer_objects(repo, entries, name, jobs, "pull")
         conflicts = _conflicts(repo, entries)
     log(f"fetched {moved} object(s) for {len(entries)} run-cache entries from {name!r}")
     if failed:
@@ -274,65 +282,46 @@ def _conflicts(repo, entries) -> list[str]:
     by_key: dict[str, list[str]] = {}
     for key, value in entries:
         by_key.setdefault(key, []).append(value)
-    return sorted({_entry_cmd(repo, k, vs[0]) or k for k, vs in by_key.items() if len(vs) > 1})
+    return sorted({dvc_adapter.entry_cmd(repo, k, vs[0]) or k for k, vs in by_key.items() if len(vs) > 1})
 
 
 def _stage_cmds(root: str | Path, targets: Sequence[str]) -> set[str]:
     """Commands of ``targets`` and every stage upstream of them."""
-    from dvc.repo import Repo
-
-    with Repo(str(root)) as repo:
+    with dvc_adapter.open_repo(root, lock=False) as repo:
         return {s.cmd for s in _closure(repo, targets) if s.cmd}
 
 
 def _closure(repo, targets: Sequence[str]) -> list:
-    """``targets`` and every stage upstream of them, upstream first."""
-    import networkx as nx
-
-    graph = repo.index.graph
-    by_name = {s.addressing: s for s in repo.index.stages}
-    unknown = [t for t in targets if t not in by_name]
-    if unknown:
-        raise ShardError(f"dvc.yaml has no stage {unknown[0]!r}: the shards expect data@, pretrain@, "
-                         "prior_init@ and evaluate@ stages named after the params' entries")
-    chosen = set()
-    for t in targets:
-        chosen |= {by_name[t]} | nx.descendants(graph, by_name[t])  # DVC's edges point upstream
-    return [s for s in reversed(list(nx.topological_sort(graph.subgraph(chosen))))]
+    """``targets`` and every stage upstream of them, upstream first (none without targets)."""
+    if not targets:
+        return []
+    try:
+        return dvc_adapter.select(repo, targets)
+    except dvc_adapter.UnknownStageError as exc:
+        raise ShardError(f"dvc.yaml has no stage {exc.stage!r}: the shards expect data@, pretrain@, "
+                         "prior_init@ and evaluate@ stages named after the params' entries") from None
 
 
 def restore_only(root: str | Path, targets: Sequence[str], log=None) -> tuple[list[str], list[str]]:
     """Bring ``targets`` and their upstream up to date from the (local) run-cache, running nothing,
     as ``dvc repro`` restores a stage.  Returns the stages restored and those that could not be."""
-    from dvc.repo import Repo, lock_repo
-    from dvc.stage.cache import RunCacheNotFoundError
-
-    with Repo(str(root)) as repo, lock_repo(repo):
-        graph = repo.index.graph
+    with dvc_adapter.open_repo(root) as repo:
         stages = _closure(repo, targets)
+        upstream = dvc_adapter.upstream(repo, stages)
         missing, restored = set(), []
         for stage in stages:
-            upstream = set(graph.successors(stage))
-            if upstream & missing:
+            if upstream[stage] & missing:
                 missing.add(stage)
                 continue
-            if stage.frozen or not stage.changed(upstream=list(upstream)):
+            if not dvc_adapter.changed(stage, upstream[stage]):
                 continue
-            # as `dvc repro` (Stage.run): a changed stage's outputs go before it is restored or run
-            # (a checkout does not overwrite files it has not cached, e.g. git-tracked metrics)
-            stage.remove_outs(ignore_remove=False, force=False)
-            try:
-                repo.stage_cache.restore(stage)
-            except RunCacheNotFoundError:
+            if not dvc_adapter.restore(repo, stage):  # its outputs are gone, as `dvc repro` removes them
                 missing.add(stage)
                 continue
-            stage.save()
-            stage.commit()
             restored.append(stage)
             if log is not None:
                 log(f"restored {stage.addressing} from the run-cache")
-        if restored:
-            restored[0].dvcfile.dump_stages(restored, update_pipeline=False)
+        dvc_adapter.write_lock(restored)
         return [s.addressing for s in restored], sorted(s.addressing for s in missing)
 
 
@@ -368,8 +357,9 @@ def _load(root: Path):
 
 
 def describe(shard: Shard, total: float) -> str:
-    lines = [f"shard {shard.name}: {len(shard.runs)} run(s), estimated cost {shard.cost / (total or 1):.0%} of the total"]
+    lines = [f"shard {shard.name}: {len(shard.runs)} run(s), {len(shard.cells)} study cell(s), estimated cost {shard.cost / (total or 1):.0%} of the total"]
     lines += [f"  run   {run}" for run in shard.runs]
+    lines += [f"  cell  {stage}" for stage in shard.cells]
     lines += [f"  owns  {stage}" for stage in shard.owns]
     lines += [f"  needs {stage} (from shard {o}/{shard.count})" for stage, o in shard.needs.items()]
     return "\n".join(lines)
@@ -380,7 +370,7 @@ def cmd_plan(root: Path, count: int, index: int | None, as_json: bool) -> int:
     total = sum(s.cost for s in shards)
     chosen = shards if index is None else [shards[index]]
     if as_json:
-        print(json.dumps([{"shard": s.name, "runs": list(s.runs), "owns": list(s.owns),
+        print(json.dumps([{"shard": s.name, "runs": list(s.runs), "cells": list(s.cells), "owns": list(s.owns),
                            "needs": {k: f"{o}/{count}" for k, o in s.needs.items()}, "targets": s.targets,
                            "cost_share": round(s.cost / (total or 1), 4)} for s in chosen], indent=2))
     else:
@@ -405,7 +395,7 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
         outcome = reproduce(shard.targets + [s for s in shard.owns], jobs, gpus, root=root, dry=True, log=log)
         log(f"shard {shard.name}: {len(outcome.ran)} stage(s) stale (restored or run when it runs)")
         return 0
-    if not shard.runs and not shard.owns:
+    if not shard.runs and not shard.owns and not shard.cells:
         log(f"shard {shard.name} holds nothing: more shards than pieces of work")
         return 0
     needed_by_others = {st for other in shards if other.index != index for st in other.needs if st in shard.owns}
@@ -441,16 +431,12 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
 
 
 def _has_remote(root: str | Path, remote: str | None) -> bool:
-    from dvc.repo import Repo
-
-    with Repo(str(root)) as repo:
-        return bool(remote or repo.config["core"].get("remote"))
+    with dvc_adapter.open_repo(root, lock=False) as repo:
+        return bool(remote or dvc_adapter.default_remote(repo))
 
 
 def _remote_check(root: Path, remote: str | None) -> None:
-    from dvc.repo import Repo
-
-    with Repo(str(root)) as repo:
+    with dvc_adapter.open_repo(root, lock=False) as repo:
         _remote(repo, remote)
 
 
@@ -463,10 +449,8 @@ def cmd_collect(root: Path, remote: str | None, jobs: int, gpus: Sequence[str] |
 
     _load(root)  # params valid before anything is fetched
     fetch(root, remote, log=log)
-    from dvc.repo import Repo
-
-    with Repo(str(root)) as repo:
-        every = [s.addressing for s in repo.index.stages if s.cmd]
+    with dvc_adapter.open_repo(root, lock=False) as repo:
+        every = [s.addressing for s in dvc_adapter.command_stages(repo)]
     restored, _ = restore_only(root, every, log=log)  # everything the shards pushed; the runner runs the rest
     outcome = reproduce(None, jobs, gpus, root=root, log=log)
     outcome.skipped = [s for s in outcome.skipped if s not in restored]
@@ -530,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 raise ShardError("plan: give --shards N or --shard I/N")
             return cmd_plan(root, count, index, ns.json)
-        require_tested_dvc()  # run and collect drive DVC's internals (restore, push of run-cache objects)
+        dvc_adapter.require_tested_dvc()  # run and collect drive DVC's internals (restore, push of run-cache objects)
         if ns.command == "run":
             index, count = parse_shard(ns.shard)
             if ns.wait < 0 or ns.poll <= 0:

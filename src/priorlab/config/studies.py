@@ -78,7 +78,7 @@ class SupervisedCeilingParams:
 
 @dataclass(frozen=True)
 class MsscStudyParams:
-    """Paper 000's study (the ``mssc_experiments`` stage trains it in-process): every ``models``
+    """Paper 000's study (one ``mssc_fit`` stage per model, aggregated by ``mssc_experiments``): every ``models``
     entry (kinds mssc / linear_ssc, H = 2R) on every ``bars`` data set entry (each ``seeds`` value
     shifts the entry's data seed and the model seed) for ``iterations`` full-batch EM iterations,
     recovery at correlation ``threshold``; dictionaries of the ``models`` on the ``patches`` entry
@@ -92,7 +92,6 @@ class MsscStudyParams:
     patches: str = ""
     patch_latents: int = 32
     patch_iterations: int = 40
-    n_jobs: int = 2
 
     def check(self, key: str, params: "Params") -> None:
         if not self.bars:
@@ -109,7 +108,7 @@ class MsscStudyParams:
             raise ParamsError(f"{key}.seeds must not be empty")
         for i, v in enumerate(self.seeds):
             _non_negative(f"{key}.seeds[{i}]", v)
-        for name in ("iterations", "patch_latents", "patch_iterations", "n_jobs"):
+        for name in ("iterations", "patch_latents", "patch_iterations"):
             _positive(f"{key}.{name}", getattr(self, name))
         if not 0.0 < self.threshold <= 1.0:
             raise ParamsError(f"{key}.threshold must be in (0, 1], got {self.threshold}")

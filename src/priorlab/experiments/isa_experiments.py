@@ -1,14 +1,14 @@
 """Paper 004's dSprites study (the ``isa_experiments`` stage): MIG vs β for β-VAE, β-TCVAE, ISA-VAE,
-ISA-β-TCVAE and FactorVAE (vs γ), trained in this stage.
+ISA-β-TCVAE and FactorVAE (vs γ).  The stage only aggregates: the models are trained and scored by the
+``isa_fit`` stages (:mod:`.isa_fit`: one per ``isa_study.models`` entry and seed, every strength of its
+grid), whose rows it reads (:func:`read_rows`).
 
 The grid is ``isa_study`` of the params (:class:`~priorlab.config.IsaStudyParams`): every entry of
 ``isa_study.models`` at every strength of its grid (β of kind ``vae``; the TC weight of kind
 ``beta_tcvae``, as the paper's ISA-β-TCVAE weights TC with β; γ of kind ``factor_vae``) × seeds,
-trained from scratch with ``isa_study.train`` by the shared trainer (checkpoints, exact resume)
-and scored with ``isa_study.evaluate`` (every metric of the registry: MIG, MIG without the shape
-factor, DCI, FactorVAE score, β-VAE score, SAP, and the test reconstruction log-likelihood
-E_q log p(x|z)).  Training in-process, not as ``runs:`` entries: at the cpu scale 30 models
-× 4 per-run stages would spend about 4 minutes on process starts alone.
+trained from scratch with ``isa_study.train`` and scored with ``isa_study.evaluate`` (every metric
+of the registry: MIG, MIG without the shape factor, DCI, FactorVAE score, β-VAE score, SAP, and the
+test reconstruction log-likelihood E_q log p(x|z)).
 
 Figures: MIG vs strength per model (median, min-max over seeds; paper fig. 3), MIG vs
 reconstruction (fig. 4), learned ISA exponents sorted per model (fig. 7), and latent-vs-factor
@@ -19,128 +19,29 @@ plots of the representative models (A.5's rule: the run closest, in Mahalanobis 
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from priorlab import paths
-from priorlab.config import ModelParams, Params
+from priorlab.config import Params
 from priorlab.experiments.claims import Claim, claims_table, fmt, md_table
+from priorlab.errors import UserError
+from priorlab.experiments.isa_fit import (SCORES, StudyRun, cell_dir, cell_name, label,  # noqa: F401
+                                            study_runs)
 from priorlab.io import read_json, save_figure, write_json
-from priorlab.priors.lp_nested import LpNestedPrior
 
 NAME = "isa_experiments"  # stage, module and report folder
 TITLE, PAPER = "ISA-VAE: Lp-nested prior vs β-VAE, β-TCVAE and FactorVAE on dSprites (paper 004)", "004"
-TIMING_COLUMNS = ("train_s", "eval_s")  # printed to the log, kept out of the outputs (byte-identical reruns)
 OUT = paths.experiment_dir(NAME)
 CLAIM_BETAS = (1.0, 2.0)
 MIG_FLOOR = 0.05  # below this everywhere, MIG is noise and the claim cannot be decided
 MIG_MARGIN = 0.01  # a median difference smaller than this is a tie
 LOW_MIG = 0.1  # the README says plainly when every run stays below this
 RESPONSE_POINTS = 3000  # ground-truth samples of the latent-vs-factor plots
-ROW_VERSION = 2  # what a cached row holds (bump when it changes: cached rows of other versions are redone)
-SCORES = {"mig": "disentanglement.mig", "mig_no_shape": "disentanglement.mig_no_shape",
-          "dci_d": "disentanglement.dci.disentanglement", "factor_vae_score":
-          "disentanglement.factor_vae_score.eval_accuracy", "beta_vae_score":
-          "disentanglement.beta_vae_score.eval_accuracy", "sap": "disentanglement.sap",
-          "recon_log_lik": "test.log_lik", "elbo": "test.elbo"}
-
-
-def label(spec: ModelParams) -> str:
-    """The paper's name of a study model: by kind and prior."""
-    isa = spec.prior.kind == "lp_nested"
-    return {"vae": "ISA-VAE" if isa else "β-VAE", "beta_tcvae": "ISA-β-TCVAE" if isa else "β-TCVAE",
-            "factor_vae": "ISA-FactorVAE" if isa else "FactorVAE"}[spec.kind]
-
-
-@dataclasses.dataclass(frozen=True)
-class StudyRun:
-    model: str  # the models entry
-    strength: float  # β (or γ for FactorVAE)
-    seed: int
-    spec: ModelParams  # the entry with the strength set
-
-    @property
-    def name(self) -> str:
-        return f"{self.model}-{self.strength:g}-{self.seed}"
-
-
-def study_runs(params: Params) -> list[StudyRun]:
-    """Every (model entry, strength, seed) of ``isa_study``, in params order."""
-    study = params.isa_study
-    out = []
-    for m in study.models:
-        spec = params.models[m]
-        field = study.GRID[spec.kind]
-        grid = study.gammas if spec.kind == "factor_vae" else study.betas
-        for s in grid:
-            for seed in study.seeds:
-                out.append(StudyRun(m, float(s), int(seed), dataclasses.replace(spec, **{field: float(s)})))
-    return out
-
-
-def exponents(model) -> dict[str, Any] | None:
-    """Learned (p0, p_1..p_L) of an Lp-nested prior, None for other priors."""
-    if not isinstance(model.prior, LpNestedPrior):
-        return None
-    with torch.no_grad():
-        p0, p_sub = model.prior.exponents()
-    return {"p0": float(p0), "p_sub": [float(p) for p in p_sub]}
-
-
-def factor_responses(represent, gt, n: int, seed: int) -> list[np.ndarray]:
-    """Per factor k, the mean code of every latent at each of its values, ``[D, size_k]`` (A.5's
-    latent-vs-factor plots, as Chen et al. 2018 draw them), from ``n`` seeded ground-truth samples."""
-    f, x = gt.sample(n, np.random.RandomState(seed))
-    codes = represent(x)
-    return [np.stack([codes[f[:, k] == v].mean(0) if np.any(f[:, k] == v) else np.full(codes.shape[1], np.nan)
-                      for v in range(size)], 1) for k, size in enumerate(gt.factor_sizes)]
-
-
-def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.device) -> dict[str, Any]:
-    """Train one study model from scratch (resumable) and score it: one row of the study."""
-    from priorlab.evaluation import evaluate_model, representation_function
-    from priorlab.pipeline import fingerprint
-    from priorlab.models import build_model
-    from priorlab.train import fit
-
-    study = params.isa_study
-    opt = dataclasses.replace(study.train, seed=run.seed)
-    cache = paths.CHECKPOINTS / NAME / f"{run.name}.json"
-    fp = fingerprint(NAME, ROW_VERSION, dataclasses.asdict(params.setup(study.setup)), run.spec.record(),
-                     dataclasses.asdict(opt), dataclasses.asdict(study.evaluate), data.manifest.get("arrays", {}))
-    if cache.is_file() and read_json(cache).get("fingerprint") == fp:  # finished before a kill
-        return read_json(cache)["row"]
-    t0 = time.perf_counter()
-    torch.manual_seed(run.seed)
-    model = build_model(params.setup(study.setup), run.spec, data.obs_shape)
-    model.bind_data(data)
-    fit(model, model.training_set(data), opt, checkpoint=paths.CHECKPOINTS / NAME / f"{run.name}.pt", live_dir=None,
-        fingerprint=fp, device=device, desc=f"{NAME}/{run.name}")
-    model.to("cpu")
-    train_s = time.perf_counter() - t0
-    result = evaluate_model(model, data, gt, study.evaluate, profile=params.profile)
-    row = {"run": run.name, "model": run.model, "label": label(run.spec), "kind": run.spec.kind,
-           "strength": run.strength, "seed": run.seed, "train_s": round(train_s, 2),
-           "eval_s": round(time.perf_counter() - t0 - train_s, 2), "exponents": exponents(model),
-           "model_params": run.spec.record(), "metrics": result,
-           "responses": [r.tolist() for r in factor_responses(
-               representation_function(model, data.prepare, study.evaluate.batch_size), gt, RESPONSE_POINTS, run.seed)]}
-    for key, dotted in SCORES.items():
-        value: Any = result
-        for part in dotted.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        row[key] = value
-    write_json(cache, {"fingerprint": fp, "row": row})
-    return row
-
-
 # --------------------------------------------------------------------------- the claim
 
 
@@ -326,7 +227,7 @@ def write_report(params: Params, frame: pd.DataFrame, claims: list[Claim], devic
                   "## Claims", "", *claims_table([c.to_dict() for c in claims]), "",
                   f"Largest MIG of any run: {frame['mig'].max():.3f} (the paper's representative models: 0.14-0.48)."
                   + (" At this scale no model disentangles dSprites, so a verdict here says little about the "
-                     "paper's regime; `scripts/gpu_isa_study.py` runs the claim's core at the paper's settings."
+                     "paper's regime; the paper profile runs the claim's core at the paper's settings on a GPU."
                      if frame["mig"].max() < LOW_MIG else ""), "",
                   "## Medians over seeds", ""]
         cols = ["mig", "mig_no_shape", "dci_d", "factor_vae_score", "beta_vae_score", "sap", "recon_log_lik"]
@@ -348,28 +249,43 @@ def write_report(params: Params, frame: pd.DataFrame, claims: list[Claim], devic
     return path
 
 
-def run_isa_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
-    """``isa_experiments``: train and score the ``isa_study`` grid; write ``reports/isa_experiments/`` (``out``)."""
-    from priorlab.data.store import ground_truth
-    from priorlab.pipeline import load_setup_data, resolve_device
+def read_rows(params: Params) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of every run of the grid, in :func:`study_runs` order, from the ``isa_fit`` cells'
+    ``rows.json``, and the devices the cells ran on; a ``UserError`` naming the first missing cell."""
+    rows: dict[str, dict[str, Any]] = {}
+    devices: set[str] = set()
+    runs = study_runs(params) if params.isa_study.setup else []
+    for run in runs:
+        if run.name in rows:
+            continue
+        path = cell_dir(run.model, run.seed) / "rows.json"
+        if not path.is_file():
+            raise UserError(f"{path} is missing: stage isa_fit@{cell_name(run.model, run.seed)} has not run "
+                            "(dvc repro isa_experiments runs it)")
+        cell = read_json(path)
+        devices.add(cell["device"])
+        rows.update((r["run"], r) for r in cell["rows"])
+    missing = [r.name for r in runs if r.name not in rows]
+    if missing:
+        raise UserError(f"run {missing[0]} is not in its cell's rows.json: rerun isa_fit "
+                        f"(dvc repro isa_experiments)")
+    return [rows[r.name] for r in runs], sorted(devices)
 
-    t0 = time.perf_counter()
+
+def run_isa_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
+    """``isa_experiments``: aggregate the ``isa_fit`` cells of the ``isa_study`` grid into
+    ``reports/isa_experiments/`` (``out``): the table, the claim, the figures and the README."""
+    from priorlab.data.store import ground_truth
+
     study = params.isa_study
-    device = resolve_device(params.device)
-    rows: list[dict[str, Any]] = []
-    if study.setup:
-        data = load_setup_data(params, study.setup)
-        gt = ground_truth(params.dataset_of(study.setup))
-        for run in study_runs(params):
-            rows.append(train_and_score(params, run, data, gt, device))
-            print(f"{run.name}: MIG {rows[-1]['mig']:.3f}, recon {rows[-1]['recon_log_lik']:.1f} "
-                  f"({rows[-1]['train_s']:.0f} s + {rows[-1]['eval_s']:.0f} s)", flush=True)
+    rows, devices = read_rows(params)
+    device = ", ".join(devices) or "none"
     frame = study_frame(rows)
     claims = [mig_claim(frame)] if rows else []
-    wall = time.perf_counter() - t0
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if rows:
+        gt = ground_truth(params.dataset_of(study.setup))
         results_table(frame).to_csv(out / "results.csv", index=False)
         write_strength_tables(frame, out)  # mig_vs_beta.csv, mig_vs_gamma.csv: data plots of dvc.yaml
         plot_mig_vs_strength(frame, out / "mig_vs_beta.png")
@@ -378,12 +294,11 @@ def run_isa_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
         plot_exponents(frame, out / "exponents.png")
         for lab, f in frame.groupby("label", sort=False):
             plot_factor_responses(representative(f), list(gt.factor_names), out / f"latents_{f['model'].iloc[0]}.png")
-    print(f"{NAME}: {wall:.0f} s", flush=True)
-    write_report(params, frame, claims, str(device), out)
-    summary = {"title": TITLE, "paper": PAPER, "claims": [c.to_dict() for c in claims], "device": str(device),
+    write_report(params, frame, claims, device, out)
+    summary = {"title": TITLE, "paper": PAPER, "claims": [c.to_dict() for c in claims], "device": device,
                "profile": params.profile,
                "representatives": {lab: representative(f)["run"] for lab, f in frame.groupby("label")} if rows else {},
-               "runs": [{k: v for k, v in r.items() if k not in ("metrics", "responses", *TIMING_COLUMNS)} for r in rows],
+               "runs": [{k: v for k, v in r.items() if k not in ("metrics", "responses")} for r in rows],
                "versions": rows[0]["metrics"]["versions"] if rows else {}}
     write_json(out / "summary.json", summary)
     return summary

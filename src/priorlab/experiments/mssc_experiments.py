@@ -1,112 +1,33 @@
 """Paper 000's study (the ``mssc_experiments`` stage): max-rule vs linear spike-and-slab sparse coding
-on the bars test and on natural-image patches, trained in this stage.
+on the bars test and on natural-image patches.  The stage only aggregates: the models are trained by
+the ``mssc_fit`` stages (:mod:`.mssc_fit`, one per ``models`` entry), whose rows it reads.
 
 The grid is ``mssc_study`` of the params (:class:`~priorlab.config.MsscStudyParams`): every
 ``models`` entry (kinds ``mssc`` / ``linear_ssc``) on every ``bars`` data set entry (occluding and
-linearly superposed bars), once per seed: the seed shifts the entry's data seed and seeds the
-model (W initialisation, sampler), and the model runs ``iterations`` full-batch EM iterations
-(:class:`~priorlab.models.mssc.SparseCodingModel.train_step`).  In-process, not as ``runs:``
-entries: a bars model trains in seconds, while four per-run DVC stages per model would spend
-several seconds each on process start-up and imports; joblib runs the models on ``n_jobs``
-processes (every model is seeded on its own, so the rows equal the serial ones).
-
-Measured per model: bars recovery (:func:`~priorlab.data.bars.bars_recovery`, Hungarian matching,
-correlation ≥ ``threshold``), active latents per training point (latents non-zero in the posterior
-samples at T = 1, averaged over samples) against the true number of bars.  Figures: learned W vs
-the true bars, the recovery table (README), inferred vs true sparsity, patch dictionaries of both
-models.  The claim is decided by :func:`recovery_claim`, whose criterion was fixed before any
-number existed.
+linearly superposed bars), once per seed.  Figures: learned W vs the true bars, the recovery table
+(README), inferred vs true sparsity, patch dictionaries of both models.  The claim is decided by
+:func:`recovery_claim`, whose criterion was fixed before any number existed.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import time
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
 from priorlab import paths
-from priorlab.config import BarsParams, ImagePatchesParams, ModelParams, Params, SetupParams
+from priorlab.config import Params
 from priorlab.experiments.claims import Claim, claims_table, md_table
-from priorlab.io import save_figure, write_json
+from priorlab.errors import UserError
+from priorlab.experiments.mssc_fit import NAME, cell_dir
+from priorlab.io import read_json, save_figure, write_json
 
-NAME = "mssc_experiments"  # stage, module and report folder
 TITLE, PAPER = "Max-rule vs linear spike-and-slab sparse coding: bars test and image patches (paper 000)", "000"
 OUT = paths.experiment_dir(NAME)
 CLAIM_RATE = 0.9  # the issue's goal: max rule recovers all bars in ≥ 90 % of runs on occluding bars
 LABELS = {"mssc": "max rule", "linear_ssc": "linear"}
-
-
-def in_memory(name: str, arrays: dict[str, np.ndarray]):
-    """A :class:`~priorlab.data.store.Dataset` of freshly built vector arrays (no store round trip)."""
-    from priorlab.data.store import Dataset
-
-    return Dataset(name=name, arrays=arrays, manifest={"observation_kind": "vector"})
-
-
-def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: int):
-    """A sparse-coding model of ``spec`` with ``latent_dim`` latents, seeded with ``seed``, after
-    ``iterations`` full-batch EM steps on the training rows of ``data``; returns (model, last logs)."""
-    from priorlab.models import build_model
-    from priorlab.models.protocol import StepContext
-
-    torch.manual_seed(seed)
-    model = build_model(SetupParams(dataset=data.name, latent_dim=latent_dim), spec, data.obs_shape)
-    model.bind_data(data)
-    ts = model.training_set(data)
-    batch = ts.batch(torch.arange(len(ts)))
-    logs: dict[str, float] = {}
-    for step in range(iterations):
-        logs = model.train_step(batch, step, StepContext(None))
-    return model, logs
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Small models: one torch thread (2 workers share the 2 cores); the caller's setting is restored."""
-    before = torch.get_num_threads()
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def bars_run(params: Params, bars: str, model: str, seed: int) -> dict[str, Any]:
-    """Train ``model`` on data set entry ``bars`` with its seed shifted by ``seed``; score recovery."""
-    with one_thread():
-        return _bars_run(params, bars, model, seed)
-
-
-def _bars_run(params: Params, bars: str, model: str, seed: int) -> dict[str, Any]:
-    from priorlab.data.bars import bar_matrix, bars_recovery
-    from priorlab.data.store import build_arrays
-
-    t0, c0 = time.perf_counter(), time.process_time()
-    dp: BarsParams = params.datasets[bars]
-    arrays = build_arrays(dataclasses.replace(dp, seed=dp.seed + seed))
-    data = in_memory(bars, arrays)
-    W_true = bar_matrix(dp.R)
-    m, logs = train_em(params.models[model], data, W_true.shape[1], params.mssc_study.iterations, seed)
-    rec = bars_recovery(m.W.numpy(), W_true, params.mssc_study.threshold)
-    samples = m.posterior_samples(data.prepare(data.x("train")))
-    active = (samples != 0).sum(-1).double().mean(1).numpy()
-    true_active = (arrays["sources_train"] != 0).sum(1)
-    return {"bars": bars, "variant": dp.variant, "model": model, "kind": params.models[model].kind, "seed": seed,
-            "recovered": rec["recovered"], "n_recovered": rec["n_recovered"],
-            "min_correlation": float(rec["correlations"].min()), "sigma2": float(m.sigma2), "pi": float(m.pi),
-            "log_joint": logs["log_joint"], "W": m.W.numpy().tolist(), "assignment": rec["assignment"].tolist(),
-            "sparsity": sparsity_by_count(true_active, active), "train_s": time.perf_counter() - t0,
-            "cpu_s": time.process_time() - c0}
-
-
-def sparsity_by_count(true_active: np.ndarray, inferred: np.ndarray) -> dict[str, float]:
-    """Mean inferred active latents per point, grouped by the true number of bars (as string keys)."""
-    return {str(int(k)): float(inferred[true_active == k].mean()) for k in np.unique(true_active)}
 
 
 def recovery_table(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
@@ -208,62 +129,7 @@ def plot_dictionaries(dicts: dict[str, np.ndarray], patch_size: int, path: Path)
     save_figure(path, fig)
 
 
-def field_stats(W: np.ndarray, patch_size: int) -> dict[str, float]:
-    """Crude shape statistics of fields (ON − OFF images), means over fields: the share of a field's
-    energy in its 25 % strongest pixels (localisation) and the anisotropy ``1 - λ_min/λ_max`` of the
-    energy's second moments (0 = round / globular, 1 = elongated / edge-like)."""
-    from priorlab.data.patches import on_off_to_image
-
-    imgs = on_off_to_image(W.T, patch_size)
-    loc, aniso = [], []
-    yy, xx = np.mgrid[:patch_size, :patch_size]
-    for img in imgs:
-        e = img.ravel() ** 2
-        if e.sum() == 0:
-            continue
-        loc.append(float(np.sort(e)[::-1][: max(1, e.size // 4)].sum() / e.sum()))
-        w = e.reshape(img.shape) / e.sum()
-        my, mx = (w * yy).sum(), (w * xx).sum()
-        c = np.array([[(w * (yy - my) ** 2).sum(), (w * (yy - my) * (xx - mx)).sum()],
-                      [(w * (yy - my) * (xx - mx)).sum(), (w * (xx - mx) ** 2).sum()]])
-        ev = np.linalg.eigvalsh(c)
-        aniso.append(float(1 - ev[0] / ev[1]) if ev[1] > 0 else 0.0)
-    return {"energy_top25": float(np.mean(loc)), "anisotropy": float(np.mean(aniso))}
-
-
-def patches_run(params: Params, model: str) -> dict[str, Any]:
-    """Dictionaries learned on natural-image patches (one torch thread, restored after)."""
-    with one_thread():
-        return _patches_run(params, model)
-
-
-def _patches_run(params: Params, model: str) -> dict[str, Any]:
-    from priorlab.data.store import build_arrays
-
-    t0, c0 = time.perf_counter(), time.process_time()
-    study = params.mssc_study
-    dp: ImagePatchesParams = params.datasets[study.patches]
-    data = in_memory(study.patches, build_arrays(dp))
-    m, logs = train_em(params.models[model], data, study.patch_latents, study.patch_iterations, dp.seed)
-    samples = m.posterior_samples(data.prepare(data.x("train")))
-    usage = (samples != 0).double().mean((0, 1)).numpy()
-    order = np.argsort(-usage)
-    W = m.W.numpy()[:, order]
-    return {"model": model, "W": W.tolist(), "usage": usage[order].tolist(), "sigma2": float(m.sigma2),
-            "pi": float(m.pi), "log_joint": logs["log_joint"], **field_stats(W, dp.patch_size),
-            "train_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
-
-
 # --------------------------------------------------------------------------- stage
-
-
-def run_all(jobs: list, n_jobs: int) -> list:
-    """``fn(*args)`` for every ``(fn, args)`` of ``jobs`` on ``n_jobs`` processes, results in order."""
-    if n_jobs == 1:
-        return [fn(*args) for fn, args in jobs]
-    from joblib import Parallel, delayed
-
-    return Parallel(n_jobs=n_jobs)(delayed(fn)(*args) for fn, args in jobs)
 
 
 def write_report(params: Params, rows: list[dict], patches: list[dict], claims: list[Claim],
@@ -274,8 +140,8 @@ def write_report(params: Params, rows: list[dict], patches: list[dict], claims: 
                                        "(`mssc_study.bars` is empty).\n")
         return
     lines = [f"# {TITLE}", "", f"Profile `{params.profile}`, {len(study.seeds)} seeds per cell, "
-             f"{study.iterations} full-batch EM iterations per model ({study.n_jobs} processes, one thread each; "
-             "wall times in the stage's log and `reports/bench.json`).", ""]
+             f"{study.iterations} full-batch EM iterations per model (one `mssc_fit` stage per model, one thread; "
+             "wall times in the stages' logs and `reports/bench.json`).", ""]
     for name in study.bars:
         d = params.datasets[name]
         lines.append(f"- data `{name}`: {d.variant} bars, R = {d.R}, N = {d.n_train}, slab N({d.slab_mu}, "
@@ -303,19 +169,27 @@ def write_report(params: Params, rows: list[dict], patches: list[dict], claims: 
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
-def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
-    """``mssc_experiments``: train and score the ``mssc_study`` grid; write ``reports/mssc_experiments/`` (``out``)."""
-    t0 = time.perf_counter()
+def read_cells(params: Params) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The bars rows and patch rows of every ``mssc_fit`` cell, in the study's order (bars entry, then
+    model, then seed; patches by model); a ``UserError`` naming the first missing cell."""
     study = params.mssc_study
-    jobs = [(bars_run, (params, b, m, s)) for b in study.bars for m in study.models for s in study.seeds]
-    if study.bars and study.patches:
-        jobs += [(patches_run, (params, m)) for m in study.models]
-    results = run_all(jobs, study.n_jobs)
-    rows = [r for r in results if "bars" in r]
-    patches = [r for r in results if "bars" not in r]
+    cells = {}
+    for model in study.models if study.bars else []:
+        path = cell_dir(model) / "rows.json"
+        if not path.is_file():
+            raise UserError(f"{path} is missing: stage mssc_fit@{model} has not run (dvc repro mssc_experiments runs it)")
+        cells[model] = read_json(path)
+    rows = [r for bars in study.bars for model in cells for r in cells[model]["rows"] if r["bars"] == bars]
+    return rows, [p for model in cells for p in cells[model]["patches"]]
+
+
+def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
+    """``mssc_experiments``: aggregate the ``mssc_fit`` cells into ``reports/mssc_experiments/`` (``out``):
+    the recovery table, the claim, the figures and the README."""
+    study = params.mssc_study
+    rows, patches = read_cells(params)
     kinds = {m: params.models[m].kind for m in study.models}
     claims = [recovery_claim(rows, kinds)] if rows else []
-    wall = time.perf_counter() - t0
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if rows:
@@ -324,13 +198,11 @@ def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
     if patches:
         plot_dictionaries({p["model"]: np.asarray(p["W"]) for p in patches},
                           params.datasets[study.patches].patch_size, out / "dictionaries.png")
-    print(f"{NAME}: {wall:.0f} s wall, {sum(r['cpu_s'] for r in results):.0f} CPU s in the model fits", flush=True)
     write_report(params, rows, patches, claims, out)
     table = recovery_table(rows)
     summary = {"title": TITLE, "paper": PAPER, "claims": [c.to_dict() for c in claims], "profile": params.profile,
-               "n_jobs": study.n_jobs,
                "recovery": [{"model": m, "variant": v, **e} for (m, v), e in table.items()],
-               "runs": [{k: v for k, v in r.items() if k not in ("W", "train_s", "cpu_s")} for r in rows],
-               "patches": [{k: v for k, v in p.items() if k not in ("W", "train_s", "cpu_s")} for p in patches]}
+               "runs": [{k: v for k, v in r.items() if k != "W"} for r in rows],
+               "patches": [{k: v for k, v in p.items() if k != "W"} for p in patches]}
     write_json(out / "summary.json", summary)
     return summary

@@ -36,169 +36,49 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
 from priorlab import paths
-from priorlab.config import ModelParams, Params, SetupParams
+from priorlab.config import Params
 from priorlab.config.models import loss_scaling_of
 from priorlab.experiments.claims import Claim, claims_table, fmt, md_table, verdict
-from priorlab.io import save_figure, write_json
+from priorlab.experiments.sparse_vae_fit import (COLLAPSE_ACTIVE, COLLAPSE_MSE, NAME, PAPER, SUPPORT_FRACTION,  # noqa: F401
+                                                 TITLE, cell_dir, collapsed, deep_row, fit_deep, in_memory,
+                                                 linear_rows, match_columns, rho_rows, setup_for,
+                                                 support_scores)
+from priorlab.errors import UserError
+from priorlab.io import read_json, save_figure, write_json
 
-NAME = "sparse_vae_experiments"  # stage, module and report folder
-TITLE, PAPER = "Sparse VAE: synthetic recovery, MovieLens and single cell (paper 003)", "003"
 OUT = paths.experiment_dir(NAME)
-SUPPORT_FRACTION = 0.1  # linear baselines: a loading counts when ≥ this share of its column's max
 F1_GOAL = 0.8  # support recovery criterion (fixed before the numbers)
 
 
-def in_memory(name: str, arrays: dict[str, np.ndarray]):
-    from priorlab.data.store import Dataset
-
-    return Dataset(name=name, arrays=arrays, manifest={"observation_kind": "vector"})
-
-
-def setup_for(study, likelihood: str = "gaussian") -> SetupParams:
-    """The nets of a study model: the MLP of ``hidden``. ``likelihood`` gaussian: ``gaussian_ig`` for
-    every model (σ_j² with the Inverse-Gamma prior, see the module doc); else as named."""
-    if likelihood == "gaussian":
-        likelihood = "gaussian_ig"
-    return SetupParams(dataset="synthetic", latent_dim=study.latent_dim, hidden=list(study.hidden),
-                       likelihood=likelihood, obs_std=1.0, learn_obs_std=False)
-
-
-def match_columns(codes: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """For each true factor l, the code column k with the Hungarian-maximal total |corr(code_k, z_l)|."""
-    from scipy.optimize import linear_sum_assignment
-
-    with np.errstate(invalid="ignore", divide="ignore"):  # a constant code column: correlation 0
-        c = np.nan_to_num(np.corrcoef(codes.T, z.T)[: codes.shape[1], codes.shape[1]:])
-    rows, cols = linear_sum_assignment(-np.abs(c))
-    out = np.empty(z.shape[1], dtype=int)
-    out[cols] = rows
-    return out
-
-
-def support_scores(estimated: np.ndarray, true: np.ndarray) -> dict[str, float]:
-    """Precision, recall, F1 of a boolean support against the true one (0 when undefined)."""
-    tp = float(np.sum(estimated & true))
-    prec = tp / max(float(estimated.sum()), 1.0)
-    rec = tp / max(float(true.sum()), 1.0)
-    return {"precision": prec, "recall": rec, "f1": 2 * prec * rec / (prec + rec) if prec + rec > 0 else 0.0}
-
-
-def bin_factors(z_train: np.ndarray, z: np.ndarray, bins: int) -> np.ndarray:
-    """Integer factors: each column of ``z`` binned at the training quantiles (``bins`` bins)."""
-    edges = [np.quantile(z_train[:, k], np.linspace(0, 1, bins + 1)[1:-1]) for k in range(z.shape[1])]
-    return np.stack([np.searchsorted(e, z[:, k]) for k, e in enumerate(edges)], 1).astype(np.int64)
-
-
-def dci_d(codes: np.ndarray, z: np.ndarray, z_train: np.ndarray, study, seed: int) -> float:
-    """DCI disentanglement of the held-out ``codes`` against the held-out true ``z``: regression on the
-    continuous z (``dci_mode: regression``) or classification of z binned at the training quantiles.
-    The importance matrix is fitted on all held-out points (D depends on it only)."""
-    from priorlab.metrics.dci import dci, dci_regression
-
-    if study.dci_mode == "regression":
-        return float(dci_regression(codes, z, codes, z, random_state=seed)["disentanglement"])
-    f = bin_factors(z_train, z, study.dci_bins)
-    return float(dci(codes, f, codes, f, random_state=seed, backend=study.dci_backend)["disentanglement"])
-
-
-def fit_deep(name: str, spec: ModelParams, study, data, seed: int, likelihood: str = "gaussian"):
-    """The study model ``name`` (spec ``spec``) trained from scratch on ``data`` with ``study.train``
-    (seed ``seed``); ``study`` also gives ``latent_dim`` and ``hidden``."""
-    from priorlab.models import build_model
-    from priorlab.pipeline import fingerprint
-    from priorlab.train import fit
-
-    opt = dataclasses.replace(study.train, seed=seed)
-    torch.manual_seed(seed)
-    model = build_model(setup_for(study, likelihood), spec, data.obs_shape)
-    model.bind_data(data)
-    ckpt = paths.CHECKPOINTS / NAME / f"{data.name}-{name}.pt"
-    fit(model, model.training_set(data), opt, checkpoint=ckpt, live_dir=None, fingerprint=fingerprint(
-        NAME, spec.record(), dataclasses.asdict(opt), data.name, likelihood, list(study.hidden), study.latent_dim),
-        desc=f"{NAME}/{data.name}")
-    return model.to("cpu").eval()
-
-
-def score_row(codes_te, recon_te, d: dict, study, seed: int) -> dict[str, Any]:
-    return {"mse": float(np.mean((recon_te - d["x_test"]) ** 2)),
-            "dci_d": dci_d(codes_te, d["sources_test"], d["sources_train"], study, seed)}
-
-
-COLLAPSE_MSE = 3.0  # a fit collapsed: held-out MSE above this (the data's total variance is ≈ 30) ...
-COLLAPSE_ACTIVE = 2  # ... or fewer active columns than the 2 true factors
-
-
-def collapsed(row: dict[str, Any]) -> bool:
-    """A deep model's fit collapsed (see the module doc); linear baselines never do."""
-    return "active_columns" in row and (row["mse"] > COLLAPSE_MSE or row["active_columns"] < COLLAPSE_ACTIVE)
-
-
-def deep_row(name: str, spec: ModelParams, study, d: dict, seed: int) -> tuple[dict[str, Any], Any]:
-    """Train ``name`` on data set ``d`` and score it; returns the row and the fitted model."""
-    from priorlab.metrics import active_dims
-
-    rho = d["rho"]
-    data = in_memory(f"rho{rho:g}-{seed}", {"x_train": d["x_train"], "x_test": d["x_test"]})
-    t0 = time.perf_counter()
-    model = fit_deep(name, spec, study, data, seed)
-    with torch.no_grad():
-        xte = torch.from_numpy(d["x_test"])
-        cte = model.represent(xte).double().numpy()
-        recon = model.decode_mean(model.represent(xte)).double().numpy()
-    row = {"rho": rho, "seed": seed, "method": name, "kind": spec.kind, **score_row(cte, recon, d, study, seed)}
-    if spec.kind == "sparse_vae":
-        match = match_columns(cte, d["sources_test"])
-        row.update(support_scores(model.ssl.p_star.numpy()[:, match] > 0.5, d["support"]))
-        row["active_columns"] = int(model.active_columns().sum())
-    else:
-        row["active_columns"] = int(active_dims(cte))
-    row["collapsed"] = collapsed(row)
-    print(f"rho {rho:g} seed {seed} {name}: {time.perf_counter() - t0:.1f} s", flush=True)
-    return row, (model, cte)
-
-
-def linear_rows(study, d: dict, seed: int) -> list[dict[str, Any]]:
-    """PCA and FactorAnalysis with ``latent_dim`` components on the training half, scored like the deep models."""
-    from sklearn.decomposition import PCA, FactorAnalysis
-
-    rows = []
-    for label, est in (("PCA", PCA(study.latent_dim, random_state=seed)),
-                       ("FactorAnalysis", FactorAnalysis(study.latent_dim, random_state=seed))):
-        est.fit(d["x_train"].astype(np.float64))
-        cte = est.transform(d["x_test"])
-        recon = cte @ est.components_ + est.mean_
-        match = match_columns(cte, d["sources_test"])
-        cols = np.abs(est.components_.T[:, match])  # loadings [G, K] of the matched columns
-        rows.append({"rho": d["rho"], "seed": seed, "method": label, "kind": "linear",
-                     **score_row(cte, recon, d, study, seed),
-                     **support_scores(cols >= SUPPORT_FRACTION * cols.max(0, keepdims=True), d["support"])})
-    return rows
-
-
-def study_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
-    """Every (ρ, data set, method) row, and the W of the first sparse VAE at the smallest ρ (heatmap)."""
-    from priorlab.data.sparse_synthetic import make_sparse_synthetic
-
-    study = params.sparse_vae_study
-    rows, heat = [], {}
-    for rho in study.rhos:
-        for seed in range(max(study.datasets_per_rho, study.variant_datasets_per_rho)):
-            d = {**make_sparse_synthetic(study.n, rho, study.noise_std, random_state=seed), "rho": rho}
-            names = [*(study.models if seed < study.datasets_per_rho else []),
-                     *(study.variant_models if seed < study.variant_datasets_per_rho else [])]
-            for name in names:
-                spec = params.models[name]
-                row, (model, cte) = deep_row(name, spec, study, d, seed)
-                if spec.kind == "sparse_vae" and not heat:
-                    heat = {"W": model.decoder.W.detach().numpy().copy(), "rho": rho, "support": d["support"],
-                            "match": match_columns(cte, d["sources_test"])}
-                rows.append(row)
-            if seed < study.datasets_per_rho:
-                rows += linear_rows(study, d, seed)
+def study_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every (ρ, data set, method) row, from the ``sparse_vae_fit`` cells in ``rhos`` order, and the W
+    of the first sparse VAE at the first ρ that has one (the heatmap); a ``UserError`` for a missing cell."""
+    rows: list[dict[str, Any]] = []
+    heat: dict[str, Any] = {}
+    for rho in params.sparse_vae_study.rhos:
+        path = cell_dir(rho) / "rows.json"
+        if not path.is_file():
+            raise UserError(f"{path} is missing: stage sparse_vae_fit@{float(rho)!r} has not run "
+                            "(dvc repro sparse_vae_experiments runs it)")
+        cell = read_json(path)
+        rows += cell["rows"]
+        if cell["heat"] and not heat:
+            h = cell["heat"]
+            heat = {"W": np.asarray(h["W"], dtype=np.float32), "rho": h["rho"],
+                    "support": np.asarray(h["support"], dtype=bool), "match": np.asarray(h["match"], dtype=int)}
     return rows, heat
+
+
+def real_fits() -> dict[str, Any]:
+    """The ``sparse_vae_real`` stage's rows; a ``UserError`` when it has not run."""
+    from priorlab.experiments.sparse_vae_real import REAL_CELL
+
+    path = paths.MODELS / NAME / REAL_CELL / "rows.json"
+    if not path.is_file():
+        raise UserError(f"{path} is missing: stage sparse_vae_real has not run (dvc repro sparse_vae_experiments runs it)")
+    return read_json(path)
 
 
 RHO_SCORES = ("mse", "dci_d", "precision", "recall", "f1", "active_columns")  # per-row scores
@@ -347,7 +227,8 @@ def changes_lines(changes: list[CriterionChange]) -> list[str]:
 
 
 def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
-    """Train and score the synthetic and real-data studies; write ``reports/sparse_vae_experiments/``."""
+    """Aggregate the ``sparse_vae_fit`` cells and the ``sparse_vae_real`` fits into
+    ``reports/sparse_vae_experiments/`` (summaries, claims, figures, README, fidelity table)."""
     from priorlab.experiments.sparse_vae_fidelity import fidelity_markdown
     from priorlab.experiments.sparse_vae_real import run_real
 
@@ -370,7 +251,7 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
         if heat:
             heatmap(heat)
         write_recovery_table(summary, OUT / "recovery_vs_rho.csv")  # data plots of dvc.yaml (`dvc plots diff`)
-    real = run_real(params)
+    real = run_real(params, real_fits())
     claims += real.pop("claims")
     print(f"{NAME}: {time.perf_counter() - t0:.0f} s", flush=True)  # the log, not the outputs: reruns are byte-identical
     lines = [f"# {TITLE}", "", f"Profile `{params.profile}`. Synthetic claims: the sparse VAE vs the `vae`-kind "

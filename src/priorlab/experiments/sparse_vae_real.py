@@ -27,6 +27,7 @@ cells; the cell types are never seen by the factor models.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,9 @@ import torch
 
 from priorlab.config import Params, SparseVaeRealParams
 from priorlab.experiments.claims import Claim, md_table
-from priorlab.experiments.sparse_vae_experiments import PAPER, fit_deep, in_memory
+from priorlab import paths
+from priorlab.experiments.sparse_vae_fit import NAME, PAPER, fit_deep, in_memory
+from priorlab.io import write_json
 from priorlab.models.protocol import ElboModel
 
 TOP_MOVIES = 4  # table 3a
@@ -229,12 +232,36 @@ def first_sparse(params: Params, models: list[str]) -> str | None:
     return next((m for m in models if params.models[m].kind == "sparse_vae"), None)
 
 
-def run_real(params: Params) -> dict[str, Any]:
-    """Both real-data studies (each skipped when its ``models`` list is empty): rows, summaries,
-    topics, claims and the report lines."""
+REAL_CELL = "real"  # the sparse_vae_real stage's folder under models/sparse_vae_experiments/
+
+
+def real_rows(params: Params) -> dict[str, Any]:
+    """Both real-data studies' fits (each skipped when its ``models`` list is empty): the MovieLens
+    rows and topics, the single-cell rows."""
     study = params.sparse_vae_study
     ml_rows, topics = movielens_rows(params) if study.movielens.models else ([], {})
     sc_rows = single_cell_rows(params) if study.single_cell.models else []
+    return {"movielens_rows": ml_rows, "topics": topics, "single_cell_rows": sc_rows}
+
+
+def run_sparse_vae_real(params: Params) -> Path:
+    """``sparse_vae_real``: fit and score the real-data models; writes
+    ``models/sparse_vae_experiments/real/rows.json`` and ``metrics/sparse_vae_experiments/real.json``
+    (the fitted nets are scored in-process and not kept)."""
+    out = paths.MODELS / NAME / REAL_CELL
+    rows = real_rows(params)
+    write_json(out / "rows.json", rows)
+    write_json(paths.METRICS / NAME / f"{REAL_CELL}.json",
+               {"movielens": mean_std(rows["movielens_rows"], ("nll", "recall", "ndcg")),
+                "single_cell": mean_std(rows["single_cell_rows"], ("accuracy",))})
+    return out
+
+
+def run_real(params: Params, fitted: dict[str, Any]) -> dict[str, Any]:
+    """Both real-data studies from the ``sparse_vae_real`` stage's rows (:func:`real_rows`): rows,
+    summaries, topics, claims and the report lines."""
+    study = params.sparse_vae_study
+    ml_rows, topics, sc_rows = fitted["movielens_rows"], fitted["topics"], fitted["single_cell_rows"]
     ml, sc = mean_std(ml_rows, ("nll", "recall", "ndcg")), mean_std(sc_rows, ("accuracy",))
     claims = decide_real_claims(ml, sc, first_sparse(params, study.movielens.models),
                                 first_sparse(params, study.single_cell.models))

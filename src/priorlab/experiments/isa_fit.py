@@ -1,0 +1,180 @@
+"""One cell of paper 004's study grid (the ``isa_fit`` stage, ``matrix`` over ``isa_study.models`` ×
+``isa_study.seeds``): one models entry at one seed, at every strength of its grid (β for kinds
+``vae`` / ``beta_tcvae``, γ for ``factor_vae``), each trained from scratch with ``isa_study.train``
+by the shared trainer (checkpoints, exact resume) and scored with ``isa_study.evaluate``.
+
+A cell groups the strengths of one model and seed because a cpu-profile model trains in about as
+long as a stage process takes to start and load dSprites (≈ 2 s of start-up per stage, measured in
+``reports/bench.json``); on the paper profile a cell is 9 models of 20 epochs each.  Writes, per cell:
+
+* ``models/isa_experiments/<model>-<seed>/`` (DVC cache): ``<strength>/model.pt`` and ``rows.json``,
+  every strength's row (scores, learned exponents, latent-vs-factor responses) and the device;
+* ``metrics/isa_experiments/<model>-<seed>.json`` (git): the scalar scores per run, for
+  ``dvc metrics diff``.
+
+The ``isa_experiments`` stage only aggregates the cells (:func:`priorlab.experiments.isa_experiments.read_rows`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from priorlab import paths
+from priorlab.config import ModelParams, Params, ParamsError
+from priorlab.io import write_json
+from priorlab.priors.lp_nested import LpNestedPrior
+
+NAME = "isa_experiments"  # the paper's name: its model folder, metrics folder and report
+RESPONSE_POINTS = 3000  # ground-truth samples of the latent-vs-factor plots
+SCORES = {"mig": "disentanglement.mig", "mig_no_shape": "disentanglement.mig_no_shape",
+          "dci_d": "disentanglement.dci.disentanglement", "factor_vae_score":
+          "disentanglement.factor_vae_score.eval_accuracy", "beta_vae_score":
+          "disentanglement.beta_vae_score.eval_accuracy", "sap": "disentanglement.sap",
+          "recon_log_lik": "test.log_lik", "elbo": "test.elbo"}
+
+
+def label(spec: ModelParams) -> str:
+    """The paper's name of a study model: by kind and prior."""
+    isa = spec.prior.kind == "lp_nested"
+    return {"vae": "ISA-VAE" if isa else "β-VAE", "beta_tcvae": "ISA-β-TCVAE" if isa else "β-TCVAE",
+            "factor_vae": "ISA-FactorVAE" if isa else "FactorVAE"}[spec.kind]
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyRun:
+    model: str  # the models entry
+    strength: float  # β (or γ for FactorVAE)
+    seed: int
+    spec: ModelParams  # the entry with the strength set
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.strength:g}-{self.seed}"
+
+    @property
+    def cell(self) -> str:
+        return cell_name(self.model, self.seed)
+
+
+def cell_name(model: str, seed: int) -> str:
+    """The ``isa_fit`` matrix entry of a models entry and a seed (DVC names it ``isa_fit@<model>-<seed>``)."""
+    return f"{model}-{int(seed)}"
+
+
+def cell_dir(model: str, seed: int) -> Path:
+    return paths.MODELS / NAME / cell_name(model, seed)
+
+
+def cell_metrics_file(model: str, seed: int) -> Path:
+    return paths.METRICS / NAME / f"{cell_name(model, seed)}.json"
+
+
+def study_runs(params: Params) -> list[StudyRun]:
+    """Every (model entry, strength, seed) of ``isa_study``, in params order."""
+    study = params.isa_study
+    out = []
+    for m in study.models:
+        spec = params.models[m]
+        field = study.GRID[spec.kind]
+        grid = study.gammas if spec.kind == "factor_vae" else study.betas
+        for s in grid:
+            for seed in study.seeds:
+                out.append(StudyRun(m, float(s), int(seed), dataclasses.replace(spec, **{field: float(s)})))
+    return out
+
+
+def cell_runs(params: Params, model: str, seed: int) -> list[StudyRun]:
+    """The runs of one cell, in :func:`study_runs` order; a ``ParamsError`` for a cell not in the grid."""
+    study = params.isa_study
+    if not study.setup or model not in study.models or int(seed) not in study.seeds:
+        raise ParamsError(f"isa_study has no cell {cell_name(model, seed)!r} (models {study.models}, "
+                          f"seeds {study.seeds}{', setup empty: the study is off' if not study.setup else ''})")
+    return [r for r in study_runs(params) if r.model == model and r.seed == int(seed)]
+
+
+def exponents(model) -> dict[str, Any] | None:
+    """Learned (p0, p_1..p_L) of an Lp-nested prior, None for other priors."""
+    if not isinstance(model.prior, LpNestedPrior):
+        return None
+    with torch.no_grad():
+        p0, p_sub = model.prior.exponents()
+    return {"p0": float(p0), "p_sub": [float(p) for p in p_sub]}
+
+
+def factor_responses(represent, gt, n: int, seed: int) -> list[np.ndarray]:
+    """Per factor k, the mean code of every latent at each of its values, ``[D, size_k]`` (A.5's
+    latent-vs-factor plots, as Chen et al. 2018 draw them), from ``n`` seeded ground-truth samples."""
+    f, x = gt.sample(n, np.random.RandomState(seed))
+    codes = represent(x)
+    return [np.stack([codes[f[:, k] == v].mean(0) if np.any(f[:, k] == v) else np.full(codes.shape[1], np.nan)
+                      for v in range(size)], 1) for k, size in enumerate(gt.factor_sizes)]
+
+
+def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.device) -> tuple[dict[str, Any], Any]:
+    """Train one study model from scratch (resumable) and score it: its row of the study and the model."""
+    from priorlab.evaluation import evaluate_model, representation_function
+    from priorlab.models import build_model
+    from priorlab.pipeline import fingerprint
+    from priorlab.train import fit
+
+    study = params.isa_study
+    opt = dataclasses.replace(study.train, seed=run.seed)
+    fp = fingerprint(NAME, dataclasses.asdict(params.setup(study.setup)), run.spec.record(),
+                     dataclasses.asdict(opt), data.manifest.get("arrays", {}))
+    t0 = time.perf_counter()
+    torch.manual_seed(run.seed)
+    model = build_model(params.setup(study.setup), run.spec, data.obs_shape)
+    model.bind_data(data)
+    fit(model, model.training_set(data), opt, checkpoint=paths.CHECKPOINTS / NAME / f"{run.name}.pt", live_dir=None,
+        fingerprint=fp, device=device, desc=f"{NAME}/{run.name}")
+    model.to("cpu")
+    train_s = time.perf_counter() - t0
+    result = evaluate_model(model, data, gt, study.evaluate, profile=params.profile)
+    row = {"run": run.name, "model": run.model, "label": label(run.spec), "kind": run.spec.kind,
+           "strength": run.strength, "seed": run.seed, "train_s": round(train_s, 2),
+           "eval_s": round(time.perf_counter() - t0 - train_s, 2), "exponents": exponents(model),
+           "model_params": run.spec.record(), "metrics": result,
+           "responses": [r.tolist() for r in factor_responses(
+               representation_function(model, data.prepare, study.evaluate.batch_size), gt, RESPONSE_POINTS, run.seed)]}
+    for key, dotted in SCORES.items():
+        value: Any = result
+        for part in dotted.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        row[key] = value
+    return row, model
+
+
+def run_isa_fit(params: Params, model: str, seed: str) -> Path:
+    """``isa_fit@<model>-<seed>``: train and score the cell's runs; write its model folder (atomically:
+    a killed stage leaves no folder) and its metrics file."""
+    from priorlab.data.store import ground_truth
+    from priorlab.pipeline import load_setup_data, resolve_device, save_model
+
+    runs = cell_runs(params, model, int(seed))
+    study = params.isa_study
+    device = resolve_device(params.device)
+    data = load_setup_data(params, study.setup)
+    gt = ground_truth(params.dataset_of(study.setup))
+    out = cell_dir(model, int(seed))
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    rows = []
+    for run in runs:
+        row, fitted = train_and_score(params, run, data, gt, device)
+        save_model(tmp / f"{run.strength:g}" / "model.pt", fitted, {"run": run.name, "model": run.spec.record()})
+        print(f"{run.name}: MIG {row['mig']:.3f}, recon {row['recon_log_lik']:.1f} "
+              f"({row['train_s']:.0f} s + {row['eval_s']:.0f} s)", flush=True)
+        rows.append({k: v for k, v in row.items() if k not in ("train_s", "eval_s")})  # outputs carry no wall times
+    write_json(tmp / "rows.json", {"device": str(device), "rows": rows})
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)
+    write_json(cell_metrics_file(model, int(seed)),
+               {r["run"]: {k: r[k] for k in SCORES if r[k] is not None} for r in rows})
+    return out

@@ -1,0 +1,185 @@
+"""One cell of paper 000's study (the ``mssc_fit`` stage, one per ``mssc_study.models`` entry): the
+model on every ``bars`` data set entry at every seed (the seed shifts the entry's data seed and seeds
+the model: W initialisation, sampler), ``iterations`` full-batch EM iterations each
+(:class:`~priorlab.models.mssc.SparseCodingModel.train_step`), and its dictionary on the ``patches``
+entry.  A cell groups a model's runs because a bars model trains in a second or two, less than a stage
+process takes to start.  Writes ``models/mssc_experiments/<model>/`` (``<bars>-<seed>.pt``,
+``patches.pt``, ``rows.json``) and ``metrics/mssc_experiments/<model>.json``; the ``mssc_experiments``
+stage aggregates the cells (:mod:`.mssc_experiments`).
+
+Measured per run: bars recovery (:func:`~priorlab.data.bars.bars_recovery`, Hungarian matching,
+correlation ≥ ``threshold``), active latents per training point (latents non-zero in the posterior
+samples at T = 1, averaged over samples) against the true number of bars.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from priorlab import paths
+from priorlab.config import BarsParams, ImagePatchesParams, ModelParams, Params, ParamsError, SetupParams
+from priorlab.io import write_json
+
+NAME = "mssc_experiments"  # the paper's name: its model folder, metrics folder and report
+
+
+def in_memory(name: str, arrays: dict[str, np.ndarray]):
+    """A :class:`~priorlab.data.store.Dataset` of freshly built vector arrays (no store round trip)."""
+    from priorlab.data.store import Dataset
+
+    return Dataset(name=name, arrays=arrays, manifest={"observation_kind": "vector"})
+
+
+def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: int):
+    """A sparse-coding model of ``spec`` with ``latent_dim`` latents, seeded with ``seed``, after
+    ``iterations`` full-batch EM steps on the training rows of ``data``; returns (model, last logs)."""
+    from priorlab.models import build_model
+    from priorlab.models.protocol import StepContext
+
+    torch.manual_seed(seed)
+    model = build_model(SetupParams(dataset=data.name, latent_dim=latent_dim), spec, data.obs_shape)
+    model.bind_data(data)
+    ts = model.training_set(data)
+    batch = ts.batch(torch.arange(len(ts)))
+    logs: dict[str, float] = {}
+    for step in range(iterations):
+        logs = model.train_step(batch, step, StepContext(None))
+    return model, logs
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Small models: one torch thread (2 workers share the 2 cores); the caller's setting is restored."""
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def bars_run(params: Params, bars: str, model: str, seed: int) -> tuple[dict[str, Any], Any]:
+    """Train ``model`` on data set entry ``bars`` with its seed shifted by ``seed``; score recovery.
+    Returns the run's row and the fitted model."""
+    with one_thread():
+        return _bars_run(params, bars, model, seed)
+
+
+def _bars_run(params: Params, bars: str, model: str, seed: int) -> tuple[dict[str, Any], Any]:
+    from priorlab.data.bars import bar_matrix, bars_recovery
+    from priorlab.data.store import build_arrays
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    dp: BarsParams = params.datasets[bars]
+    arrays = build_arrays(dataclasses.replace(dp, seed=dp.seed + seed))
+    data = in_memory(bars, arrays)
+    W_true = bar_matrix(dp.R)
+    m, logs = train_em(params.models[model], data, W_true.shape[1], params.mssc_study.iterations, seed)
+    rec = bars_recovery(m.W.numpy(), W_true, params.mssc_study.threshold)
+    samples = m.posterior_samples(data.prepare(data.x("train")))
+    active = (samples != 0).sum(-1).double().mean(1).numpy()
+    true_active = (arrays["sources_train"] != 0).sum(1)
+    return {"bars": bars, "variant": dp.variant, "model": model, "kind": params.models[model].kind, "seed": seed,
+            "recovered": rec["recovered"], "n_recovered": rec["n_recovered"],
+            "min_correlation": float(rec["correlations"].min()), "sigma2": float(m.sigma2), "pi": float(m.pi),
+            "log_joint": logs["log_joint"], "W": m.W.numpy().tolist(), "assignment": rec["assignment"].tolist(),
+            "sparsity": sparsity_by_count(true_active, active), "train_s": time.perf_counter() - t0,
+            "cpu_s": time.process_time() - c0}, m
+
+
+def sparsity_by_count(true_active: np.ndarray, inferred: np.ndarray) -> dict[str, float]:
+    """Mean inferred active latents per point, grouped by the true number of bars (as string keys)."""
+    return {str(int(k)): float(inferred[true_active == k].mean()) for k in np.unique(true_active)}
+
+
+def field_stats(W: np.ndarray, patch_size: int) -> dict[str, float]:
+    """Crude shape statistics of fields (ON − OFF images), means over fields: the share of a field's
+    energy in its 25 % strongest pixels (localisation) and the anisotropy ``1 - λ_min/λ_max`` of the
+    energy's second moments (0 = round / globular, 1 = elongated / edge-like)."""
+    from priorlab.data.patches import on_off_to_image
+
+    imgs = on_off_to_image(W.T, patch_size)
+    loc, aniso = [], []
+    yy, xx = np.mgrid[:patch_size, :patch_size]
+    for img in imgs:
+        e = img.ravel() ** 2
+        if e.sum() == 0:
+            continue
+        loc.append(float(np.sort(e)[::-1][: max(1, e.size // 4)].sum() / e.sum()))
+        w = e.reshape(img.shape) / e.sum()
+        my, mx = (w * yy).sum(), (w * xx).sum()
+        c = np.array([[(w * (yy - my) ** 2).sum(), (w * (yy - my) * (xx - mx)).sum()],
+                      [(w * (yy - my) * (xx - mx)).sum(), (w * (xx - mx) ** 2).sum()]])
+        ev = np.linalg.eigvalsh(c)
+        aniso.append(float(1 - ev[0] / ev[1]) if ev[1] > 0 else 0.0)
+    return {"energy_top25": float(np.mean(loc)), "anisotropy": float(np.mean(aniso))}
+
+
+def patches_run(params: Params, model: str) -> tuple[dict[str, Any], Any]:
+    """The dictionary ``model`` learns on natural-image patches (one torch thread, restored after):
+    its row and the fitted model."""
+    with one_thread():
+        return _patches_run(params, model)
+
+
+def _patches_run(params: Params, model: str) -> tuple[dict[str, Any], Any]:
+    from priorlab.data.store import build_arrays
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    study = params.mssc_study
+    dp: ImagePatchesParams = params.datasets[study.patches]
+    data = in_memory(study.patches, build_arrays(dp))
+    m, logs = train_em(params.models[model], data, study.patch_latents, study.patch_iterations, dp.seed)
+    samples = m.posterior_samples(data.prepare(data.x("train")))
+    usage = (samples != 0).double().mean((0, 1)).numpy()
+    order = np.argsort(-usage)
+    W = m.W.numpy()[:, order]
+    return {"model": model, "W": W.tolist(), "usage": usage[order].tolist(), "sigma2": float(m.sigma2),
+            "pi": float(m.pi), "log_joint": logs["log_joint"], **field_stats(W, dp.patch_size),
+            "train_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}, m
+
+
+def cell_dir(model: str) -> Path:
+    return paths.MODELS / NAME / model
+
+
+def run_mssc_fit(params: Params, model: str) -> Path:
+    """``mssc_fit@<model>``: every bars run and the patch dictionary of one ``mssc_study.models``
+    entry; writes its model folder atomically (a killed stage leaves none) and its metrics file."""
+    from priorlab.pipeline import save_model
+
+    study = params.mssc_study
+    if not study.bars or model not in study.models:
+        raise ParamsError(f"mssc_study has no cell {model!r} (models {study.models}"
+                          f"{', bars empty: the study is off' if not study.bars else ''})")
+    out = cell_dir(model)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    rows, patches = [], []
+    for bars in study.bars:
+        for seed in study.seeds:
+            row, fitted = bars_run(params, bars, model, seed)
+            save_model(tmp / f"{bars}-{seed}.pt", fitted, {"bars": bars, "model": model, "seed": seed})
+            rows.append(row)
+    if study.patches:
+        patch, fitted = patches_run(params, model)
+        save_model(tmp / "patches.pt", fitted, {"patches": study.patches, "model": model})
+        patches.append(patch)
+    print(f"{model}: {sum(r['train_s'] for r in rows + patches):.0f} s wall, "
+          f"{sum(r['cpu_s'] for r in rows + patches):.0f} CPU s in the fits", flush=True)
+    drop = ("train_s", "cpu_s")  # the log, not the outputs: reruns are byte-identical
+    write_json(tmp / "rows.json", {"rows": [{k: v for k, v in r.items() if k not in drop} for r in rows],
+                                   "patches": [{k: v for k, v in p.items() if k not in drop} for p in patches]})
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)
+    write_json(paths.METRICS / NAME / f"{model}.json",
+               {f"{r['bars']}-{r['seed']}": {"n_recovered": r["n_recovered"], "min_correlation": r["min_correlation"],
+                                             "sigma2": r["sigma2"], "pi": r["pi"]} for r in rows})
+    return out
