@@ -108,3 +108,30 @@ def test_evaluate_model_on_cuda_agrees_with_the_cpu(setting):
     assert gpu["test"]["log_lik"] == pytest.approx(cpu["test"]["log_lik"], rel=0.05)  # one sampled z each
     assert gpu["active_dims"] == cpu["active_dims"]
     assert gpu["disentanglement"]["mig"] == pytest.approx(cpu["disentanglement"]["mig"], abs=0.05)
+
+
+def test_chen_mig_through_the_registry_reads_the_gaussian_posterior(setting):
+    """``evaluate.metrics: [mig_chen]``: Chen et al.'s MIG on the posterior's means and variances of the
+    sampled points, all factors and without shape; the other metrics' numbers do not move with it."""
+    from priorlab.evaluation import posterior_function
+    from priorlab.metrics.mig_chen import mutual_information
+
+    model, dataset, data = setting
+    ev = EvaluateParams(n_eval=100, iw_samples=2, metric_num_train=300, metric_num_test=100,
+                        metrics=["mig", "mig_chen"])
+    out = evaluate_model(model, dataset, data, ev, profile="test")["disentanglement"]
+    chen = out["mig_chen"]
+    assert 0 <= chen["mig_no_shape"] <= 1 and -0.05 <= chen["mig"] <= 1
+    assert np.asarray(chen["mi"]).shape == (4, len(data.factor_names))
+    plain = evaluate_model(model, dataset, data, EvaluateParams(**{**ev.__dict__, "metrics": ["mig"]}), "test")
+    assert plain["disentanglement"]["mig"] == out["mig"]  # mig_chen draws after the others
+    mu, logvar = posterior_function(model, dataset.prepare)(dataset.x("test")[:50].numpy())
+    assert mu.shape == logvar.shape == (50, 4)
+    with torch.no_grad():
+        q = model.posterior(dataset.prepare(dataset.x("test")[:50]))
+    np.testing.assert_allclose(np.exp(logvar), q.variance.double().numpy(), rtol=1e-6)
+    rs = np.random.RandomState(ev.seed)
+    f, x = data.sample(300, rs)  # the metrics' draws: the training points mig_chen scores, then the test points
+    data.sample(100, rs)
+    again = mutual_information(*posterior_function(model, dataset.prepare)(x), f, n_samples=300, random_state=rs)
+    np.testing.assert_allclose(again["mi"], chen["mi"], rtol=1e-12, atol=1e-12)

@@ -59,21 +59,48 @@ def representation_function(model, prepare, batch_size: int = 500, kind: str = "
     return represent
 
 
+def posterior_function(model, prepare, batch_size: int = 500):
+    """``posterior(observations) -> (means, log-variances)`` of a model whose q(z|x) is a factorised
+    Gaussian (``Normal``, or ``Independent`` over one), numpy in and out; None for other posteriors."""
+    from torch.distributions import Independent, Normal
+
+    if not isinstance(model, ElboModel):
+        return None
+
+    @torch.no_grad()
+    def posterior(observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = prepare(torch.as_tensor(np.asarray(observations)))
+        device = model_device(model)
+        mus, logvars = [], []
+        for s in range(0, len(x), batch_size):
+            q = model.posterior(x[s : s + batch_size].to(device))
+            base = q.base_dist if isinstance(q, Independent) else q
+            if not isinstance(base, Normal):
+                raise ValueError(f"mig_chen needs a Gaussian posterior; {type(model).__name__}'s is "
+                                 f"{type(base).__name__}")
+            mus.append(base.loc.cpu().double())
+            logvars.append(2 * base.scale.cpu().double().log())
+        return torch.cat(mus).numpy(), torch.cat(logvars).numpy()
+
+    return posterior
+
+
 def disentanglement_scores(
     data: GroundTruthData, represent, params: EvaluateParams, random_state: np.random.RandomState,
-    wanted: list[str] | None = None,
+    wanted: list[str] | None = None, posterior=None,
 ) -> dict[str, Any]:
     """The metrics ``wanted`` (default ``params.metrics``) of :data:`~priorlab.metric_registry.METRICS`
-    that need ground-truth factors, in registry order, on points sampled once from ``data``."""
+    that need ground-truth factors (and, ``posterior`` given, the posterior), in registry order, on
+    points sampled once from ``data``."""
     wanted = set(params.metrics if wanted is None else wanted)
-    chosen = [m for m in METRICS.values() if m.name in wanted and m.needs <= {"ground_truth"}]
+    chosen = [m for m in METRICS.values() if m.name in wanted and m.needs <= {"ground_truth", "posterior"}]
     out: dict[str, Any] = {}
     if not chosen:
         return out
     f_train, x_train = data.sample(params.metric_num_train, random_state)
     f_test, x_test = data.sample(params.metric_num_test, random_state)
     sampled = SampledFactors(data, represent, params, random_state, f_train, represent(x_train), f_test,
-                             represent(x_test))
+                             represent(x_test), x_train, posterior)
     for metric in chosen:
         out.update(metric.compute(sampled))
     return out
@@ -111,7 +138,9 @@ def evaluate_model(
         rs = np.random.RandomState(params.seed)
         represent = representation_function(model, dataset.prepare, params.batch_size, params.representation,
                                             params.seed)
-        result["disentanglement"] = disentanglement_scores(data, represent, params, rs, metric_names)
+        posterior = posterior_function(model, dataset.prepare, params.batch_size) \
+            if any("posterior" in METRICS[m].needs for m in metric_names) else None
+        result["disentanglement"] = disentanglement_scores(data, represent, params, rs, metric_names, posterior)
     result["settings"] = {
         "profile": profile,
         "n_eval": int(len(x_test)),
