@@ -174,6 +174,11 @@ class Dataset:
         return prepare_observations(batch, self.normalise, self.manifest.get("pixel_max", 1))
 
 
+def in_memory(name: str, arrays: dict[str, np.ndarray]) -> Dataset:
+    """A :class:`Dataset` of freshly built vector arrays (no store round trip): the studies' synthetic sets."""
+    return Dataset(name=name, arrays=arrays, manifest={"observation_kind": "vector"})
+
+
 def prepare_observations(batch, normalise: str = "none", pixel_max: float = 1) -> torch.Tensor:
     """Stored rows → float32, divided by ``pixel_max`` (uint8 images: [0, 1]); ``normalise="l2"``
     then divides each row by its L2 norm (the VSC authors' Smiley preprocessing)."""

@@ -41,7 +41,6 @@ CLAIM_BETAS = (1.0, 2.0)
 MIG_FLOOR = 0.05  # below this everywhere, MIG is noise and the claim cannot be decided
 MIG_MARGIN = 0.01  # a median difference smaller than this is a tie
 LOW_MIG = 0.1  # the README says plainly when every run stays below this
-RESPONSE_POINTS = 3000  # ground-truth samples of the latent-vs-factor plots
 # --------------------------------------------------------------------------- the claim
 
 

@@ -26,16 +26,10 @@ import torch
 
 from priorlab import paths
 from priorlab.config import BarsParams, ImagePatchesParams, ModelParams, Params, ParamsError, SetupParams
+from priorlab.data.store import in_memory
 from priorlab.io import write_json
 
 NAME = "mssc_experiments"  # the paper's name: its model folder, metrics folder and report
-
-
-def in_memory(name: str, arrays: dict[str, np.ndarray]):
-    """A :class:`~priorlab.data.store.Dataset` of freshly built vector arrays (no store round trip)."""
-    from priorlab.data.store import Dataset
-
-    return Dataset(name=name, arrays=arrays, manifest={"observation_kind": "vector"})
 
 
 def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: int):

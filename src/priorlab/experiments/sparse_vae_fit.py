@@ -19,17 +19,12 @@ import torch
 
 from priorlab import paths
 from priorlab.config import ModelParams, Params, ParamsError, SetupParams
+from priorlab.data.store import in_memory
 from priorlab.io import write_json
 
 NAME = "sparse_vae_experiments"  # stage, module and report folder
 TITLE, PAPER = "Sparse VAE: synthetic recovery, MovieLens and single cell (paper 003)", "003"
 SUPPORT_FRACTION = 0.1  # linear baselines: a loading counts when ≥ this share of its column's max
-
-
-def in_memory(name: str, arrays: dict[str, np.ndarray]):
-    from priorlab.data.store import Dataset
-
-    return Dataset(name=name, arrays=arrays, manifest={"observation_kind": "vector"})
 
 
 def setup_for(study, likelihood: str = "gaussian") -> SetupParams:
@@ -151,29 +146,6 @@ def linear_rows(study, d: dict, seed: int) -> list[dict[str, Any]]:
                      **score_row(cte, recon, d, study, seed),
                      **support_scores(cols >= SUPPORT_FRACTION * cols.max(0, keepdims=True), d["support"])})
     return rows
-
-
-def study_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
-    """Every (ρ, data set, method) row, and the W of the first sparse VAE at the smallest ρ (heatmap)."""
-    from priorlab.data.sparse_synthetic import make_sparse_synthetic
-
-    study = params.sparse_vae_study
-    rows, heat = [], {}
-    for rho in study.rhos:
-        for seed in range(max(study.datasets_per_rho, study.variant_datasets_per_rho)):
-            d = {**make_sparse_synthetic(study.n, rho, study.noise_std, random_state=seed), "rho": rho}
-            names = [*(study.models if seed < study.datasets_per_rho else []),
-                     *(study.variant_models if seed < study.variant_datasets_per_rho else [])]
-            for name in names:
-                spec = params.models[name]
-                row, (model, cte) = deep_row(name, spec, study, d, seed)
-                if spec.kind == "sparse_vae" and not heat:
-                    heat = {"W": model.decoder.W.detach().numpy().copy(), "rho": rho, "support": d["support"],
-                            "match": match_columns(cte, d["sources_test"])}
-                rows.append(row)
-            if seed < study.datasets_per_rho:
-                rows += linear_rows(study, d, seed)
-    return rows, heat
 
 
 def rho_rows(params: Params, rho: float) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
