@@ -1,81 +1,231 @@
-"""Paper claims: each verdict follows its stated criterion on the numbers given, both ways."""
+"""Claims as statistical objects: each verdict kind on synthetic numbers, the combination rules,
+the intervals against exact or simulated answers, and the studies' claims on made-up runs."""
+
+import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from priorlab.experiments.claims import Claim, claims_table, md_table, monotone
-from priorlab.experiments import fmvae_experiments, vsc_experiments
-from priorlab.experiments.fmvae_experiments import fmvae_claims
+from priorlab.experiments import fmvae_experiments, intervals, vsc_experiments
+from priorlab.experiments.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, UNTESTABLE, Criterion,
+                                         claims_table, combine_all, combine_at_least, decide, md_table)
+from priorlab.experiments.criteria import CRITERIA
+from priorlab.experiments.fmvae_experiments import elbo_vs_k_claims, elbo_vs_k_frame, semi_supervised_claims
+from priorlab.experiments.intervals import (Estimate, accuracy, bootstrap, clopper_pearson, mean_t,
+                                            newcombe_difference, paired_difference, ratio, welch_difference)
 from priorlab.experiments.vsc_experiments import vsc_claims
 from priorlab.io import write_json
 from priorlab.report import claims_section
 
-
-def _smiley(vsc18, vsc60, b18, b60, used60=20):
-    def entry(label, d, contrast, used=18):
-        return {"label": label, "latent_dim": d, "model": "m", "seed": 0,
-                "fresh": {"contrast": contrast, "block_purity": 0.9, "used_latents": used, "active_dims": used}}
-    runs = {"v18": entry("VSC α=0.01", 18, vsc18), "v60": entry("VSC α=0.01", 60, vsc60, used60),
-            "b18": entry("β-VAE β=2", 18, b18), "b60": entry("β-VAE β=2", 60, b60),
-            "b60x": entry("β-VAE β=8", 60, 0.99),  # not the chosen β: must be ignored
-            "t18": entry("β-TCVAE β=6", 18, 0.5), "t60": entry("β-TCVAE β=6", 60, 0.3)}
-    return {"runs": runs, "chosen_beta_vae": {"18": "b18", "60": "b60"}}
+CRIT = Criterion("t.x", "p", "c", "a difference", ">", 0.0)
 
 
-def _by_claim(claims):
-    return {c.claim: c.reproduced for c in claims}
+# --------------------------------------------------------------------------- the four verdicts
+
+
+def test_each_verdict_kind_on_synthetic_numbers():
+    clear = paired_difference([1.1, 1.0, 0.9, 1.05], [0.0, 0.1, -0.1, 0.05])
+    absent = paired_difference([0.0, 0.1, -0.1, 0.05], [1.1, 1.0, 0.9, 1.05])
+    overlap = paired_difference([0.3, -0.2, 0.1, -0.1], [0.0, 0.0, 0.0, 0.0])
+    assert CRIT.decide([("", clear)], "m").verdict == REPRODUCED
+    assert CRIT.decide([("", absent)], "m").verdict == NOT_REPRODUCED
+    assert CRIT.decide([("", overlap)], "m").verdict == INCONCLUSIVE
+    assert CRIT.decide([("", clear)], "m", failed="at the noise floor").verdict == UNTESTABLE
+    one = CRIT.decide([("", mean_t([5.0]))], "m")  # one run: no interval, decides nothing
+    assert one.verdict == INCONCLUSIVE and "no interval" in one.effect
+    assert CRIT.decide([], "m").verdict == INCONCLUSIVE
+
+
+@pytest.mark.parametrize("est, side, t, expected", [
+    (Estimate(0.5, 0.2, 0.8, 3, "t"), ">", 0.1, REPRODUCED), (Estimate(0.5, 0.2, 0.8, 3, "t"), ">", 0.2, INCONCLUSIVE),
+    (Estimate(0.5, 0.2, 0.8, 3, "t"), ">", 0.8, NOT_REPRODUCED), (Estimate(0.5, 0.2, 0.8, 3, "t"), "<", 0.9, REPRODUCED),
+    (Estimate(0.5, 0.2, 0.8, 3, "t"), "<", 0.2, NOT_REPRODUCED), (Estimate(15, 13, 17, 3, "t"), "in", (12, 27), REPRODUCED),
+    (Estimate(15, 11, 17, 3, "t"), "in", (12, 27), INCONCLUSIVE), (Estimate(9, 8, 11, 3, "t"), "in", (12, 27), NOT_REPRODUCED),
+])
+def test_decide(est, side, t, expected):
+    assert decide(est, side, t) == expected
+
+
+def test_combinations():
+    assert combine_all([REPRODUCED, REPRODUCED]) == REPRODUCED
+    assert combine_all([REPRODUCED, INCONCLUSIVE]) == INCONCLUSIVE
+    assert combine_all([INCONCLUSIVE, NOT_REPRODUCED]) == NOT_REPRODUCED
+    assert combine_at_least([REPRODUCED] * 4 + [NOT_REPRODUCED], 4) == REPRODUCED
+    assert combine_at_least([REPRODUCED] * 3 + [NOT_REPRODUCED] * 2, 4) == NOT_REPRODUCED
+    assert combine_at_least([REPRODUCED] * 3 + [INCONCLUSIVE, NOT_REPRODUCED], 4) == INCONCLUSIVE
+
+
+def test_criteria_are_validated():
+    with pytest.raises(ValueError, match="band"):
+        Criterion("k", "p", "c", "s", "in", 1.0)
+    with pytest.raises(ValueError, match="side"):
+        Criterion("k", "p", "c", "s", ">=", 1.0)
+    assert "untestable unless" in CRITERIA["004.isa_mig"].rule and "at every part" in CRITERIA["004.isa_mig"].rule
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+def test_t_interval_matches_scipy_and_one_value_has_none():
+    x = [1.0, 2.0, 4.0, 3.5]
+    e = mean_t(x)
+    lo, hi = stats.t.interval(0.95, 3, loc=np.mean(x), scale=stats.sem(x))
+    assert (e.low, e.high, e.n) == (pytest.approx(lo), pytest.approx(hi), 4)
+    assert not mean_t([1.0]).bounded and mean_t([1.0]).value == 1.0
+    with pytest.raises(ValueError, match="NaN"):
+        mean_t([1.0, float("nan")])
+    with pytest.raises(ValueError, match="equal lengths"):
+        paired_difference([1.0, 2.0], [1.0])
+
+
+def test_clopper_pearson_matches_the_exact_binomial_interval():
+    for k, n in ((0, 20), (14, 20), (40, 40), (37, 40)):
+        ci = stats.binomtest(k, n).proportion_ci(0.95, method="exact")
+        e = clopper_pearson(k, n)
+        assert (e.low, e.high) == (pytest.approx(ci.low, abs=1e-9), pytest.approx(ci.high, abs=1e-9))
+    assert clopper_pearson(40, 40).low > 0.9 > clopper_pearson(20, 20).low  # why the bars need ≥ 40 seeds
+    with pytest.raises(ValueError):
+        clopper_pearson(3, 2)
+
+
+def test_newcombe_difference_reproduces_the_published_example():
+    """Newcombe (1998), Stat. Med. 17:873, table II, example (a): 56/70 − 48/80, method 10."""
+    e = newcombe_difference(56, 70, 48, 80)
+    assert e.value == pytest.approx(0.2) and e.low == pytest.approx(0.0524, abs=5e-4)
+    assert e.high == pytest.approx(0.3339, abs=5e-4)
+
+
+def _coverage(draw, truth, reps=2000, seed=0) -> float:
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(reps):
+        e = draw(rng)
+        hits += e.low <= truth <= e.high
+    return hits / reps
+
+
+@pytest.mark.parametrize("draw, truth", [
+    (lambda r: welch_difference(r.normal(1.0, 1.0, 5), r.normal(0.0, 3.0, 8)), 1.0),
+    # three seeds scored on one shared test set of 500 points: the test set's error is common to all
+    (lambda r: accuracy(0.8 + r.normal(0, 0.02, 3) + r.normal(0, (0.16 / 500) ** 0.5), 500), 0.8),
+    (lambda r: ratio(Estimate(*(lambda a: (a, a, a))(r.normal(0.6, 0.01)), 3, "", 0.01),
+                     Estimate(*(lambda b: (b, b, b))(r.normal(0.9, 0.01)), 1, "", 0.01)), 0.6 / 0.9),
+])
+def test_intervals_cover_the_truth_about_95_percent(draw, truth):
+    assert 0.92 <= _coverage(draw, truth) <= 0.985
+
+
+def test_bootstrap_keeps_pairs_and_is_seeded():
+    u = np.column_stack([np.arange(10.0), np.arange(10.0) + 1.0])  # every pair differs by exactly -1
+    e = bootstrap(u, lambda x: float(np.median(x[:, 0] - x[:, 1])), random_state=0)
+    assert e.value == e.low == e.high == -1.0
+    v = np.random.default_rng(1).normal(size=(20, 1))
+    assert bootstrap(v, np.median, 3) == bootstrap(v, np.median, 3)
+    assert not bootstrap(v[:1], np.median, 3).bounded
+
+
+def test_accuracy_with_one_replicate_has_no_interval_and_ratio_without_se_neither():
+    assert not accuracy([0.9], 1000).bounded
+    assert not ratio(accuracy([0.9], 1000), Estimate(0.95, 0.95, 0.95, 1, "b", 0.01)).bounded
+    e = Estimate(0.5, 0.4, 0.6, 3, "t")
+    assert e.text() == "0.500 [0.400, 0.600]" and e.to_dict()["low"] == 0.4
+    assert Estimate(1.0, -math.inf, math.inf, 1, "t").to_dict()["low"] is None
+
+
+# --------------------------------------------------------------------------- the studies' claims
+
+
+def _smiley(vsc, bvae, tc, used60=(18, 19, 20)):
+    """Runs per family / d / seed with the given contrasts (lists over seeds)."""
+    runs = {}
+    for fam, label, model, table in (("VSC", "VSC α=0.01", "v", vsc), ("β-VAE", "β-VAE β=2", "b2", bvae),
+                                     ("β-TCVAE", "β-TCVAE β=6", "t", tc)):
+        for d, values in table.items():
+            for s, c in enumerate(values):
+                used = used60[s] if (fam == "VSC" and d == 60) else 18
+                runs[f"{model}{d}-{s}"] = {"label": label, "latent_dim": d, "model": model, "seed": s,
+                                           "fresh": {"contrast": c, "block_purity": 0.9, "used_latents": used,
+                                                     "active_dims": used}}
+    runs["b8-60-0"] = {**runs["b260-0"], "label": "β-VAE β=8", "model": "b8",
+                       "fresh": {**runs["b260-0"]["fresh"], "contrast": 0.99}}  # not the chosen β: ignored
+    return {"runs": runs, "chosen_beta_vae": {"18": "b2", "60": "b2"}}
+
+
+def _verdicts(claims):
+    return {c.key: c.verdict for c in claims}
 
 
 def test_vsc_claims_follow_the_numbers():
-    elbo = {"rows": [{"model": "VSC", "value": a, "mean": m} for a, m in ((0.01, -250.0), (0.1, -240.0), (0.5, -235.0))]
-            + [{"model": "β-VAE", "value": b, "mean": m} for b, m in ((1.0, -230.0), (4.0, -245.0), (16.0, -260.0))]}
-    sim = np.eye(10)
-    sim[0, 6] = sim[7, 9] = 0.9
-    sim[0, 1] = sim[1, 8] = 0.2
-    smiley = _smiley(0.6, 0.58, 0.4, 0.2)
-    spikes = {"input_dependent_dims": 12, "always_active_dims": 2, "active_per_input": 9.0}
-    smiley["runs"]["v60"]["spikes"] = spikes
-    good = _by_claim(vsc_claims(smiley, elbo, {"similarity": sim.tolist(), "run": "f", "spikes": spikes}))
-    assert all(good.values()) and len(good) == 10
-    dead = {**spikes, "input_dependent_dims": 0}
-    assert not _by_claim(vsc_claims({}, {}, {"run": "f", "spikes": dead}))[
-        "each observation activates its own small subset of latent dims"]
-    bad = _by_claim(vsc_claims(_smiley(0.6, 0.4, 0.7, 0.75, used60=40), {"rows": [
-        {"model": "VSC", "value": 0.01, "mean": -200.0}, {"model": "VSC", "value": 0.5, "mean": -250.0},
-        {"model": "β-VAE", "value": 1.0, "mean": -240.0}, {"model": "β-VAE", "value": 4.0, "mean": -230.0}]}, {}))
-    assert not any(bad[k] for k in bad if not k.startswith("β-TCVAE"))
-    assert bad["β-TCVAE disentanglement degrades from d=18 to d=60"]  # its numbers did degrade
+    elbo = {"rows": [{"model": "VSC", "value": a, "elbos": [m - 0.2, m, m + 0.2]}
+                     for a, m in ((0.01, -250.0), (0.1, -240.0), (0.5, -235.0))]
+            + [{"model": "β-VAE", "value": b, "elbos": [m - 0.2, m, m + 0.2]}
+               for b, m in ((1.0, -230.0), (4.0, -245.0), (16.0, -260.0))]}
+    smiley = _smiley({18: [0.60, 0.62, 0.61], 60: [0.59, 0.60, 0.61]}, {18: [0.40, 0.41, 0.42], 60: [0.20, 0.21, 0.19]},
+                     {18: [0.5, 0.52, 0.51], 60: [0.3, 0.31, 0.29]})
+    for s in range(3):
+        smiley["runs"][f"v60-{s}"]["spikes"] = {"input_dependent_dims": 10 + s}
+    fashion = {"replicates": {f"f{s}": {"spikes": {"input_dependent_dims": 8 + s}, "tshirt_shirt_minus_trouser": 0.3 + s / 100,
+                                        "sneaker_boot_minus_trouser_bag": 0.2 + s / 100} for s in range(3)}}
+    good = _verdicts(vsc_claims(smiley, elbo, fashion))
+    assert len(good) == 10 and set(good.values()) == {REPRODUCED}, good
+    dead = {"replicates": {f"f{s}": {"spikes": {"input_dependent_dims": 0}, "tshirt_shirt_minus_trouser": 0.0,
+                                     "sneaker_boot_minus_trouser_bag": 0.0} for s in range(3)}}
+    v = _verdicts(vsc_claims({}, {}, dead))
+    assert v == {"002.spikes_input_dependent": NOT_REPRODUCED, "002.class_spike_patterns": UNTESTABLE}
+    bad = _verdicts(vsc_claims(_smiley({18: [0.6, 0.61, 0.62], 60: [0.40, 0.41, 0.42]},
+                                       {18: [0.70, 0.71, 0.72], 60: [0.75, 0.76, 0.77]},
+                                       {18: [0.5, 0.5, 0.5], 60: [0.5, 0.5, 0.5]}, used60=(40, 41, 42)), {}, {}))
+    assert set(bad.values()) == {NOT_REPRODUCED}, bad
+    single = _verdicts(vsc_claims(_smiley({18: [0.6], 60: [0.4]}, {18: [0.7], 60: [0.75]}, {}), {}, {}))
+    assert set(single.values()) == {INCONCLUSIVE}  # one seed per arm decides nothing
 
 
 def test_vsc_claims_need_the_runs():
     assert vsc_claims({}, {}, {}) == []
 
 
-def test_fmvae_claims_and_report_section(tmp_path):
-    summary = {"elbo_vs_k": {"K": [1, 4, 16], "mean_elbo": [-103.0, -102.0, -101.9], "elbo_rises": True,
-                             "elbo_saturates": True, "elbo_gain_last_doubling": 0.1, "elbo_gain_best_vs_K1": 1.1,
-                             "mean_kl_r": [0.0, 1.0, 2.0], "mean_kl_z": [20.0, 18.0, 17.0], "kl_r_rises": True,
-                             "kl_z_falls": False, "spearman_kl_r_vs_log2K": [0.9, 0.001],
-                             "spearman_kl_z_vs_log2K": [-0.2, 0.5]},
-               "semi_supervised": {"r": {"supervised_factor": "shape", "heldout_accuracy": 0.8, "goal": 0.95,
-                                         "reached": False, "labelled_fraction": 0.4, "delta": 100.0,
-                                         "relative_goal": 0.95, "ceiling": 0.97, "share": 0.8 / 0.97,
-                                         "ceiling_capped": False, "relative_reached": False}}}
-    claims = fmvae_claims(summary)
-    assert [c.reproduced for c in claims] == [True, True, True, False, False]
+def _elbo_runs(gain: float, seeds: int = 3) -> list[dict]:
+    rows = []
+    for s in range(seeds):
+        for i, k in enumerate((1, 4, 16, 64)):
+            e = -110 + gain * min(i, 2) + 0.05 * s  # rises over the first two doublings, then flat
+            rows.append({"run": f"k{k}-{s}", "group": fmvae_experiments.GROUPS["elbo_vs_k"], "seed": s,
+                         "test": {"elbo": e, "log_lik": e - 1, "kl": 1.0, "iw_log_likelihood": e + 1},
+                         "model_extras": {"num_components": [k], "kl_z": 10.0 - i - 0.01 * s,
+                                          "kl_r": 0.5 * i + 0.01 * s, "components_used": [k]}})
+    return rows
+
+
+def test_fmvae_elbo_claims():
+    v = _verdicts(elbo_vs_k_claims(elbo_vs_k_frame(_elbo_runs(1.0))))
+    assert v == dict.fromkeys(("001.elbo_rises", "001.elbo_saturates", "001.kl_r_rises", "001.kl_z_falls"), REPRODUCED)
+    flat = _verdicts(elbo_vs_k_claims(elbo_vs_k_frame(_elbo_runs(0.0))))
+    assert flat["001.elbo_rises"] == NOT_REPRODUCED  # a gain of 0 is below the 0.5-nat minimum effect
+
+
+def test_semi_supervised_claims_and_the_report_section(tmp_path):
+    def entry(acc, plateaued=True):
+        return {"supervised_factor": "shape", "labelled_fraction": 0.4, "heldout_accuracy": acc, "ceiling": 0.97,
+                "ceiling_plateaued": plateaued, "ceiling_n_test": 1000}
+    semi = {"a-0": entry(0.96), "a-1": entry(0.965), "a-2": entry(0.97)}
+    claims = semi_supervised_claims(semi, dict.fromkeys(semi, "m"), 1000)
+    assert [c.key for c in claims] == ["001.semi_supervised/shape, 40% labels",
+                                       "001.semi_supervised_relative/shape, 40% labels"]
+    assert [c.verdict for c in claims] == [REPRODUCED, REPRODUCED]
+    capped = semi_supervised_claims({k: entry(0.96, False) for k in semi}, dict.fromkeys(semi, "m"), 1000)
+    assert capped[1].verdict == UNTESTABLE and "plateau" in capped[1].reason
     write_json(tmp_path / "fmvae_experiments" / "summary.json",
-               {"title": fmvae_experiments.TITLE, "paper": "001", "claims": [c.to_dict() for c in claims]})
-    lines = claims_section(tmp_path)
-    assert lines[0] == "## Paper claims"
-    text = "\n".join(lines)
-    assert "KL[z] falls with K" in text and text.count("| **no** |") == 2 and "fmvae_experiments/README.md" in text
-    assert "82.5% of ceiling 0.970" in text and "before issue 10: ≥ 95% absolute" in text
+               {"title": fmvae_experiments.TITLE, "paper": "001", "claims": [c.to_dict() for c in capped]})
+    text = "\n".join(claims_section(tmp_path))
+    assert text.startswith("## Paper claims") and "untestable (the ceiling" in text
+    assert "Criteria changed" in text and "(b2b1005)" in text and "fmvae_experiments/README.md" in text
     assert claims_section(tmp_path / "missing") == []
 
 
 def test_report_discovers_experiment_summaries(tmp_path):
     """Every ``<name>/summary.json`` with a title and claims, by stated paper number, then name."""
-    claim = Claim("p", "c", "k", "m", True).to_dict()
+    claim = CRIT.decide([("", mean_t([1.0, 2.0]))], "m").to_dict()
     write_json(tmp_path / "vsc_experiments" / "summary.json",
                {"title": vsc_experiments.TITLE, "paper": vsc_experiments.PAPER, "claims": [claim]})
     write_json(tmp_path / "fmvae_experiments" / "summary.json",
@@ -88,13 +238,9 @@ def test_report_discovers_experiment_summaries(tmp_path):
     assert "[vsc_experiments/README.md](vsc_experiments/README.md)." in "\n".join(claims_section(tmp_path))
 
 
-def test_tables_escape_and_verdicts():
-    rows = claims_table([Claim("p", "a|b", "c", "m", None).to_dict()])
-    assert rows[2] == "| p | a\\|b | c | m | not tested |"
+def test_tables_escape_and_mark_not_reproduced():
+    c = Criterion("k", "p", "a|b", "s", ">", 0.0).decide([("", mean_t([-2.0, -2.1, -1.9]))], "m").to_dict()
+    row = claims_table([c])[2]
+    assert "a\\|b" in row and row.endswith("| **not reproduced** |")
     assert md_table(["x"], [[0.12345]])[2] == "| 0.123 |"
-
-
-@pytest.mark.parametrize("values, inc, expected", [([1, 2, 3], True, True), ([1, 1, 2], True, False),
-                                                   ([3, 2, 1], False, True), ([1], True, False)])
-def test_monotone(values, inc, expected):
-    assert monotone(values, inc) is expected
+    assert intervals.LEVEL == 0.95

@@ -81,3 +81,6 @@ def test_restore_from_the_run_cache_says_whether_it_restored(tmp_path, monkeypat
         with pytest.raises(dvc_adapter.UnknownStageError, match="unknown stage 'nope'"):
             dvc_adapter.select(repo, ["nope"])
         assert [s.addressing for s in dvc_adapter.select(repo, None)] == ["p", "q"]
+        # q's dependency p.txt is gone (p missed above): no restore, nothing removed, no DVC traceback
+        (q,) = [s for s in dvc_adapter.select(repo, ["q"]) if s.addressing == "q"]
+        assert dvc_adapter.restore(repo, q) is False and (tmp_path / "q.txt").read_text() == "1\n1\n"

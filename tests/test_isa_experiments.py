@@ -65,12 +65,15 @@ def frame(isa: dict, bvae: dict, seeds: int = 3) -> pd.DataFrame:
 
 
 def test_claim_criterion():
-    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).reproduced is True
-    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.285}, {1.0: 0.14, 2.0: 0.28})).reproduced is False  # a tie at β = 2
-    assert ie.mig_claim(frame({1.0: 0.10, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).reproduced is False
+    R, N, I, U = "reproduced", "not reproduced", "inconclusive", "untestable"
+    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).verdict == R
+    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.285}, {1.0: 0.14, 2.0: 0.28})).verdict == N  # a tie at β = 2
+    assert ie.mig_claim(frame({1.0: 0.10, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).verdict == N
+    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28}, seeds=1)).verdict == I  # one seed
     near_zero = ie.mig_claim(frame({1.0: 0.03, 2.0: 0.04}, {1.0: 0.01, 2.0: 0.02}))
-    assert near_zero.reproduced is None and "cannot decide" in near_zero.measured
-    assert ie.mig_claim(frame({1.0: 0.3}, {1.0: 0.1})).reproduced is None  # no β = 2 runs
+    assert near_zero.verdict == U and "noise floor" in near_zero.reason
+    missing = ie.mig_claim(frame({1.0: 0.3}, {1.0: 0.1}))  # no β = 2 runs
+    assert missing.verdict == I and "β = 2" in missing.measured
 
 
 def test_representative_is_the_upper_half_run_nearest_its_mean():

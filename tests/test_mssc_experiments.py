@@ -6,6 +6,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+from pathlib import Path
 import textwrap
 
 import numpy as np
@@ -158,18 +159,25 @@ def test_data_kinds_round_trip_through_the_store(tmp_path, params):
 
 def test_recovery_table_and_claim_logic():
     def row(model, variant, ok, seed):
-        return {"model": model, "variant": variant, "recovered": ok, "n_recovered": 10 if ok else 8, "seed": seed}
+        return {"model": model, "bars": f"b_{variant}", "variant": variant, "recovered": ok,
+                "n_recovered": 10 if ok else 8, "seed": seed, "sigma2": 0.0025, "pi": 0.2}
 
     kinds = {"m": "mssc", "l": "linear_ssc"}
     rows = [row("m", "occlusion", s != 0, s) for s in range(10)] + [row("l", "occlusion", s < 5, s) for s in range(10)]
     table = mx.recovery_table(rows)
-    assert table[("m", "occlusion")]["rate"] == 0.9 and table[("l", "occlusion")]["mean_bars"] == 9.0
-    assert mx.recovery_claim(rows, kinds).reproduced is True  # 90 % >= 90 % and > 50 %
-    rows[1]["recovered"] = False
-    assert mx.recovery_claim(rows, kinds).reproduced is False  # 80 %
-    rows = [row("m", "occlusion", True, s) for s in range(4)] + [row("l", "occlusion", True, s) for s in range(4)]
-    assert mx.recovery_claim(rows, kinds).reproduced is False  # not better than linear
-    assert mx.recovery_claim(rows[:4], kinds).reproduced is None  # linear runs missing
+    assert table[("m", "b_occlusion")]["rate"] == 0.9 and table[("l", "b_occlusion")]["mean_bars"] == 9.0
+    assert table[("m", "b_occlusion")]["sigma2"] == 0.0025
+    v = {c.key.split("/")[0]: c.verdict for c in mx.recovery_claims(rows, kinds)}
+    assert v == {"000.bars_recovery": "inconclusive", "000.bars_vs_linear": "inconclusive"}  # 9 / 10: too few seeds
+    rows = [row("m", "occlusion", True, s) for s in range(40)] + [row("l", "occlusion", s < 10, s) for s in range(40)]
+    v = {c.key.split("/")[0]: c.verdict for c in mx.recovery_claims(rows, kinds)}
+    assert v == {"000.bars_recovery": "reproduced", "000.bars_vs_linear": "reproduced"}  # 40 / 40 vs 10 / 40
+    rows = [row("m", "occlusion", s < 20, s) for s in range(40)] + [row("l", "occlusion", s < 20, s) for s in range(40)]
+    v = {c.key.split("/")[0]: c.verdict for c in mx.recovery_claims(rows, kinds)}
+    assert v == {"000.bars_recovery": "not reproduced", "000.bars_vs_linear": "inconclusive"}
+    assert [c.key for c in mx.recovery_claims(rows[:40], kinds)] == ["000.bars_recovery/b_occlusion"]  # no linear
+    noisy = [dict(r, bars="b_noisy") for r in rows]  # a second occluding-bars entry: its own pair of claims
+    assert len(mx.recovery_claims(rows + noisy, kinds)) == 4
     assert mf.sparsity_by_count(np.array([0, 1, 1, 2]), np.array([0.0, 1.0, 2.0, 2.0])) == {"0": 0.0, "1": 1.5, "2": 2.0}
 
 
@@ -192,7 +200,7 @@ def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, mo
     assert sorted(p.name for p in (tmp_path / "models" / "mssc_experiments" / "sc").iterdir()) == [
         "bo-0.pt", "bo-1.pt", "rows.json"]
     s = mx.run_mssc_experiments(params, tmp_path / "out")
-    assert s["paper"] == "000" and len(s["runs"]) == 4 and len(s["claims"]) == 1
+    assert s["paper"] == "000" and len(s["runs"]) == 4 and len(s["claims"]) == 2
     assert [(r["model"], r["seed"]) for r in s["runs"]] == [("sc", 0), ("sc", 1), ("lin", 0), ("lin", 1)]
     assert all(r["n_recovered"] >= 5 for r in s["runs"] if r["model"] == "sc")  # R = 3: 6 bars
     assert (tmp_path / "out" / "bars_w.png").is_file() and (tmp_path / "out" / "sparsity.png").is_file()
@@ -200,3 +208,14 @@ def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, mo
     # a cell run again (a fresh stage process would be the same): the same rows
     mf.run_mssc_fit(params, "sc")
     assert mx.run_mssc_experiments(params, tmp_path / "again")["runs"] == s["runs"]
+
+
+def test_the_iterations_curve_tool_runs_the_cells_code(tmp_path):
+    from benchmarks.mssc_iterations import main
+
+    out = tmp_path / "curve.json"
+    root = Path(__file__).resolve().parents[1]
+    assert main(["--params", str(root / "profiles" / "tiny.yaml"), "--noise", "0.05", "--iterations", "2",
+                 "--anneal", "0.5", "--seeds", "2", "--out", str(out)]) == 0
+    (row,) = __import__("json").loads(out.read_text())["rows"]
+    assert row["seeds"] == 2 and row["anneal_iters"] == 1 and 0 <= row["recovered"] <= 2 and len(row["ci95"]) == 2

@@ -64,13 +64,19 @@ def test_mean_std_and_claim_rule():
             {"method": "v", "nll": 2.5, "acc": 0.8}]
     s = R.mean_std(rows, ("nll", "acc"))
     assert s["s"]["nll"] == 2.0 and s["s"]["nll_std"] == 1.0 and s["v"]["acc_std"] == 0.0
-    assert R.best_claim(s, "s", "nll", False, "p", "c").reproduced is True  # 2.0 < 2.5
-    assert R.best_claim(s, "s", "acc", True, "p", "c").reproduced is False  # 0.8 == 0.8: not strictly best
-    assert R.best_claim({"s": s["s"]}, "s", "nll", False, "p", "c").reproduced is False  # nothing to beat
-    ml = {"s": {"nll": 1.0, "nll_std": 0, "recall": 0.5, "recall_std": 0, "ndcg": 0.4, "ndcg_std": 0},
-          "v": {"nll": 2.0, "nll_std": 0, "recall": 0.6, "recall_std": 0, "ndcg": 0.3, "ndcg_std": 0}}
-    claims = R.decide_real_claims(ml, {}, "s", None)
-    assert [c.reproduced for c in claims] == [True, False, True] and "table 1a" in claims[0].paper
+    def split_rows(method, nll, recall, ndcg, acc):
+        return [{"method": method, "split": i, "nll": nll + 0.01 * i, "recall": recall + 0.001 * i * i,
+                 "ndcg": ndcg - 0.001 * i, "accuracy": acc + 0.002 * i * i} for i in range(3)]
+
+    ml = split_rows("s", 1.0, 0.5, 0.4, 0) + split_rows("v", 2.0, 0.6, 0.3, 0)
+    claims = R.decide_real_claims(ml, [], "s", None)
+    assert [c.verdict for c in claims] == ["reproduced", "not reproduced", "reproduced"] and "table 1a" in claims[0].paper
+    sc = split_rows("s", 0, 0, 0, 0.8) + split_rows("v", 0, 0, 0, 0.7) + split_rows("PCA", 0, 0, 0, 0.95)
+    (acc,) = R.decide_real_claims([], sc, None, "s")
+    assert acc.verdict == "reproduced" and "PCA" in acc.measured and "PCA" not in acc.effect  # shown, not compared
+    tie = split_rows("s", 0, 0, 0, 0.8) + [dict(r, accuracy=r["accuracy"] + 0.001 * (-1) ** r["split"])
+                                          for r in split_rows("v", 0, 0, 0, 0.8)]
+    assert R.decide_real_claims([], tie, None, "s")[0].verdict == "inconclusive"
     assert R.decide_real_claims({}, {}, None, None) == []
 
 

@@ -85,3 +85,22 @@ def test_the_reference_tool_refuses_a_missing_file_with_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: --mat: no such file: {tmp_path / 'none.mat'}"]
     assert not (tmp_path / "out").exists()
+
+
+def test_beta_is_chosen_on_its_own_validation_smileys_not_the_test_split():
+    """Issue 26: the β-VAE β is selected on fresh smileys drawn with their own seed."""
+    from pathlib import Path
+
+    from priorlab.config import load_params
+    from priorlab.data.registry import build_smiley
+    from priorlab.experiments.vsc_experiments import VALIDATION_SIZE, validation_smileys
+
+    params = load_params(Path(__file__).resolve().parents[1] / "profiles" / "tiny.yaml")
+    run = "smiley_vsc-vsc_smiley-0"
+    images, presence, sources = validation_smileys(params, run)
+    assert images.shape == (VALIDATION_SIZE, 32, 32) and images.dtype == np.uint8 and presence.shape[1] == 4
+    again = validation_smileys(params, run)
+    assert np.array_equal(images, again[0]) and np.array_equal(sources, again[2])  # seeded
+    spec = params.dataset_of(params.run(run).setup)
+    stored = build_smiley(spec, np.random.RandomState(spec.seed))  # the data stage's draw
+    assert not any(np.allclose(sources[0], s) for s in stored["sources"])  # not a training or test smiley

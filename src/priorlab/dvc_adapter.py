@@ -119,10 +119,14 @@ def restore(repo, stage) -> bool:
     As ``Stage.run``, the outputs go first, persistent ones kept (a checkout from the run-cache refuses
     to overwrite files it has not cached, e.g. a git-tracked metrics file: ``ConfirmRemoveError``), so
     when no run with these inputs is cached they are gone and the stage's command is to run.  A
-    restored stage is saved and committed; its ``dvc.lock`` entry is for :func:`write_lock`.
+    restored stage is saved and committed; its ``dvc.lock`` entry is for :func:`write_lock`.  A stage
+    with a missing dependency is not restored (nothing is removed): its command runs and says what is
+    missing.
     """
     from dvc.stage.cache import RunCacheNotFoundError
 
+    if not all(dep.exists for dep in stage.deps):
+        return False  # DVC's run-cache lookup would raise on the missing path; the stage's own run reports it
     stage.remove_outs(ignore_remove=False, force=False)
     try:
         repo.stage_cache.restore(stage)

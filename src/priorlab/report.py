@@ -81,19 +81,30 @@ def experiment_summaries(root: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def claims_section(root: Path) -> list[str]:
-    """The paper claims of every experiment summary under ``root``, one table per experiment."""
+    """The paper claims of every experiment summary under ``root``, one table per experiment, the
+    verdict rule, and every changed criterion with its old and new verdict."""
     from priorlab.experiments.claims import claims_table
+    from priorlab.experiments.criteria import changes_table
 
-    lines = []
+    lines, every = [], []
     for name, summary in experiment_summaries(root):
+        every += summary["claims"]
         lines += [f"### {summary['title']}", "", f"Details, figures and definitions: [{name}/README.md]"
                   f"({name}/README.md).", "", *(claims_table(summary["claims"]) or ["_no claim tested._"]), ""]
     if not lines:
         return []
+    counts = {v: sum(c["verdict"] == v for c in every) for v in dict.fromkeys(c["verdict"] for c in every)}
+    changed = changes_table(every)
     return ["## Paper claims", "",
-            "Each claim is decided on the numbers measured at this profile's scale, with the criterion shown; "
-            "a **no** is a result, not a bug report. The `paper` profile (`make profile PROFILE=paper`, GPU) "
-            "keeps the papers' settings.", "", *lines]
+            "Each claim is an effect with its 95 % interval over independent units (seeds, data sets, splits; "
+            "n per part) and a verdict: **reproduced** iff the interval lies wholly on the claim's side of the "
+            "threshold, **not reproduced** iff wholly on the other side, **inconclusive** otherwise (one run gives "
+            "no interval, so it decides nothing), **untestable** when a stated precondition fails (a score at its "
+            "noise floor, a ceiling that did not plateau). Criteria and their history: "
+            "`src/priorlab/experiments/criteria.py`; a *not reproduced* is a result, not a bug report. The `paper` "
+            "profile (`make profile PROFILE=paper`, GPU) keeps the papers' settings.", "",
+            "Verdicts at this profile: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + ".", "", *lines,
+            *(["### Criteria changed, with the verdict before and after", "", *changed, ""] if changed else [])]
 
 
 def write_report(params: Params, results: list[dict[str, Any]], path: str | Path) -> Path:

@@ -53,16 +53,18 @@ class SupervisedCeilingParams:
     """The supervised ceiling of a semi-supervised factor (issue 10, paper 001 sec. 4.2), the
     ``supervised_ceiling`` stage: per ``targets`` entry (setup -> its data factor, ``label`` = class
     labels) the setup's encoder with a linear softmax head on all training labels but ``n_val``
-    held out (Adam, ``lr``, ``batch_size``); their accuracy every ``eval_every`` steps; stops after ``patience`` evaluations without a gain or at
-    ``max_steps``.  dSprites setups are also measured at the procedural ``resolutions``."""
+    held out (Adam, ``lr``, ``batch_size``); their accuracy every ``eval_every`` steps; stops at the
+    plateau (after ``min_steps``, no gain over the last ``plateau_fraction`` of the evaluations) or at
+    ``max_steps`` (not plateaued).  dSprites setups are also measured at the procedural ``resolutions``."""
 
     targets: dict[str, str] = field(default_factory=dict)
     resolutions: list[int] = field(default_factory=list)
     batch_size: int = 64
     lr: float = 1e-3
     eval_every: int = 200
-    patience: int = 3
-    max_steps: int = 3000
+    min_steps: int = 3000
+    plateau_fraction: float = 0.2
+    max_steps: int = 6000
     n_val: int = 1000
     seed: int = 0
 
@@ -71,8 +73,12 @@ class SupervisedCeilingParams:
             _one_of(f"{key}.targets", setup, tuple(params.setups))
         for i, r in enumerate(self.resolutions):
             _positive(f"{key}.resolutions[{i}]", r)
-        for name in ("batch_size", "lr", "eval_every", "patience", "max_steps", "n_val"):
+        for name in ("batch_size", "lr", "eval_every", "min_steps", "plateau_fraction", "max_steps", "n_val"):
             _positive(f"{key}.{name}", getattr(self, name))
+        if self.plateau_fraction >= 1:
+            raise ParamsError(f"{key}.plateau_fraction must be < 1, got {self.plateau_fraction}")
+        if self.min_steps > self.max_steps:
+            raise ParamsError(f"{key}.min_steps {self.min_steps} exceeds max_steps {self.max_steps}")
         _non_negative(f"{key}.seed", self.seed)
 
 

@@ -14,7 +14,7 @@ Figures: MIG vs strength per model (median, min-max over seeds; paper fig. 3), M
 reconstruction (fig. 4), learned ISA exponents sorted per model (fig. 7), and latent-vs-factor
 plots of the representative models (A.5's rule: the run closest, in Mahalanobis distance over
 (MIG, reconstruction), to the mean of the upper half of MIG scores).  The claim is decided by
-:func:`mig_claim`, whose criterion was fixed before any number existed.
+:func:`mig_claim` (criterion ``004.isa_mig`` of :mod:`priorlab.experiments.criteria`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ import pandas as pd
 from priorlab import paths
 from priorlab.config import Params
 from priorlab.experiments.claims import Claim, claims_table, fmt, md_table
+from priorlab.experiments.criteria import MIG_FLOOR, criterion
+from priorlab.experiments.intervals import welch_difference
 from priorlab.errors import UserError
 from priorlab.experiments.isa_fit import (SCORES, StudyRun, cell_dir, cell_name, label,  # noqa: F401
                                             study_runs)
@@ -38,39 +40,30 @@ NAME = "isa_experiments"  # stage, module and report folder
 TITLE, PAPER = "ISA-VAE: Lp-nested prior vs β-VAE, β-TCVAE and FactorVAE on dSprites (paper 004)", "004"
 OUT = paths.experiment_dir(NAME)
 CLAIM_BETAS = (1.0, 2.0)
-MIG_FLOOR = 0.05  # below this everywhere, MIG is noise and the claim cannot be decided
-MIG_MARGIN = 0.01  # a median difference smaller than this is a tie
 LOW_MIG = 0.1  # the README says plainly when every run stays below this
 # --------------------------------------------------------------------------- the claim
 
 
 def mig_claim(frame: pd.DataFrame, beta_model: str = "β-VAE", isa_model: str = "ISA-VAE",
-              betas=CLAIM_BETAS) -> Claim:
-    """"At equal β, ISA-VAE reaches higher MIG than β-VAE, most clearly at β ∈ {1, 2}" (sec. 4, fig. 3).
-
-    Criterion (fixed before the study was run): at each β of ``betas`` take the median MIG over
-    seeds of both models.  Undecidable (None) when a β lacks runs of either model, or when no run
-    of either at those β reaches MIG ≥ ``MIG_FLOOR`` (MIG is noise there).  Reproduced when the
-    ISA-VAE median exceeds the β-VAE median by more than ``MIG_MARGIN`` at every β of ``betas``.
-    """
-    grid = ", ".join(f"{b:g}" for b in betas)
-    criterion = (f"median MIG over seeds, ISA-VAE > β-VAE + {MIG_MARGIN} at each β ∈ {{{grid}}}; "
-                 f"undecided if no run there reaches MIG ≥ {MIG_FLOOR}")
-    text = ("at equal β, ISA-VAE reaches higher MIG than β-VAE, most clearly at β ∈ {1, 2} "
-            "(0.20 vs 0.14; 0.41 vs 0.28)")
+              betas=CLAIM_BETAS, score: str = "mig") -> Claim:
+    """"At equal β, ISA-VAE reaches higher MIG than β-VAE, most clearly at β ∈ {1, 2}" (sec. 4, fig. 3),
+    decided by criterion ``004.isa_mig``: per β the difference of the two models' MIG over seeds
+    (Welch); untestable when no run of either at those β reaches the noise floor ``MIG_FLOOR``."""
+    crit = criterion("004.isa_mig")
     sub = frame[frame["label"].isin([beta_model, isa_model]) & frame["strength"].isin(betas)] if len(frame) else frame
-    parts, verdicts = [], []
+    parts, texts = [], []
     for b in betas:
-        med = {m: sub[(sub["label"] == m) & (sub["strength"] == b)]["mig"].median() for m in (beta_model, isa_model)}
-        if any(pd.isna(v) for v in med.values()):
-            return Claim(f"{PAPER} fig. 3", text, criterion, f"no runs of both models at β = {b:g}", None)
-        parts.append(f"β={b:g}: ISA {med[isa_model]:.3f} vs β-VAE {med[beta_model]:.3f}")
-        verdicts.append(med[isa_model] > med[beta_model] + MIG_MARGIN)
-    measured = "; ".join(parts) + f" (median of {sub.groupby(['label', 'strength']).size().min()} seeds)"
-    if sub["mig"].max() < MIG_FLOOR:
-        return Claim(f"{PAPER} fig. 3", text, criterion,
-                     measured + f"; every MIG < {MIG_FLOOR}: this scale cannot decide it", None)
-    return Claim(f"{PAPER} fig. 3", text, criterion, measured, bool(all(verdicts)))
+        a = sub[(sub["label"] == isa_model) & (sub["strength"] == b)][score].to_numpy(float)
+        c = sub[(sub["label"] == beta_model) & (sub["strength"] == b)][score].to_numpy(float)
+        if not (len(a) and len(c)):
+            return crit.decide([], f"no runs of both models at β = {b:g}")
+        parts.append((f"β={b:g}", welch_difference(a, c)))
+        texts.append(f"β={b:g}: ISA {fmt(a)} vs β-VAE {fmt(c)}")
+    measured = "; ".join(texts)
+    failed = ""
+    if parts and sub[score].max() < MIG_FLOOR:
+        failed = f"every {score} < {MIG_FLOOR}, the noise floor (largest {sub[score].max():.3f})"
+    return crit.decide(parts, measured, failed)
 
 
 def representative(frame: pd.DataFrame) -> pd.Series:

@@ -6,7 +6,7 @@ The grid is ``mssc_study`` of the params (:class:`~priorlab.config.MsscStudyPara
 ``models`` entry (kinds ``mssc`` / ``linear_ssc``) on every ``bars`` data set entry (occluding and
 linearly superposed bars), once per seed.  Figures: learned W vs the true bars, the recovery table
 (README), inferred vs true sparsity, patch dictionaries of both models.  The claim is decided by
-:func:`recovery_claim`, whose criterion was fixed before any number existed.
+:func:`recovery_claims`, whose criteria live in :mod:`priorlab.experiments.criteria`.
 """
 
 from __future__ import annotations
@@ -20,44 +20,58 @@ import numpy as np
 from priorlab import paths
 from priorlab.config import Params
 from priorlab.experiments.claims import Claim, claims_table, md_table
+from priorlab.experiments.criteria import criterion
+from priorlab.experiments.intervals import clopper_pearson, newcombe_difference
 from priorlab.errors import UserError
 from priorlab.experiments.mssc_fit import NAME, cell_dir
 from priorlab.io import read_json, save_figure, write_json
 
 TITLE, PAPER = "Max-rule vs linear spike-and-slab sparse coding: bars test and image patches (paper 000)", "000"
 OUT = paths.experiment_dir(NAME)
-CLAIM_RATE = 0.9  # the issue's goal: max rule recovers all bars in ≥ 90 % of runs on occluding bars
 LABELS = {"mssc": "max rule", "linear_ssc": "linear"}
 
 
+def bar_prob(d) -> float:
+    """The probability of each bar in a bars entry (``bar_prob``, or 2 / H when 0)."""
+    return d.bar_prob or 2.0 / (2 * d.R)
+
+
 def recovery_table(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
-    """(model, variant) → recovery rate, runs, mean bars recovered."""
-    out: dict[tuple[str, str], dict[str, float]] = {}
+    """(model, bars entry) → runs, runs recovering every bar, their rate, mean bars recovered, and the
+    medians over seeds of the fitted noise variance σ² and prior π."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
-        out.setdefault((r["model"], r["variant"]), {"n": 0, "recovered": 0, "bars": 0.0})
-        e = out[(r["model"], r["variant"])]
+        e = out.setdefault((r["model"], r["bars"]), {"variant": r["variant"], "n": 0, "recovered": 0, "bars": 0.0,
+                                                     "sigma2": [], "pi": []})
         e["n"] += 1
         e["recovered"] += int(r["recovered"])
         e["bars"] += r["n_recovered"]
+        e["sigma2"].append(r["sigma2"])
+        e["pi"].append(r["pi"])
     for e in out.values():
         e["rate"], e["mean_bars"] = e["recovered"] / e["n"], e["bars"] / e["n"]
+        e["sigma2"], e["pi"] = float(np.median(e["sigma2"])), float(np.median(e["pi"]))
     return out
 
 
-def recovery_claim(rows: list[dict], kinds: dict[str, str]) -> Claim:
-    """Criterion (fixed before any number existed): on occluding bars, the max-rule model's
-    recovery rate (all bars matched at the threshold) is ≥ 90 % and higher than the linear model's."""
-    crit = f"occluding bars: max-rule recovery rate ≥ {CLAIM_RATE:.0%} and > the linear model's rate"
+def recovery_claims(rows: list[dict], kinds: dict[str, str]) -> list[Claim]:
+    """Criteria ``000.bars_recovery`` and ``000.bars_vs_linear`` (:mod:`priorlab.experiments.criteria`)
+    on every occluding-bars entry (e.g. two noise levels): the max-rule model's rate of recovering every
+    bar (Clopper–Pearson) and its difference to the linear model's (Newcombe)."""
     table = recovery_table(rows)
-    rate = {kinds[m]: e["rate"] for (m, v), e in table.items() if v == "occlusion"}
-    n = {kinds[m]: e["n"] for (m, v), e in table.items() if v == "occlusion"}
-    claim = "the max-rule model recovers the occluding bars (and the linear model does worse)"
-    if "mssc" not in rate or "linear_ssc" not in rate:
-        return Claim(f"{PAPER} bars test", claim, crit, "max-rule or linear runs on occluding bars missing", None)
-    measured = (f"max rule {rate['mssc']:.0%} of {n['mssc']} runs, linear {rate['linear_ssc']:.0%} "
-                f"of {n['linear_ssc']} runs")
-    ok = rate["mssc"] >= CLAIM_RATE and rate["mssc"] > rate["linear_ssc"]
-    return Claim(f"{PAPER} bars test", claim, crit, measured, bool(ok))
+    claims = []
+    for bars in dict.fromkeys(b for (_, b), e in table.items() if e["variant"] == "occlusion"):
+        occ = {kinds[m]: e for (m, b), e in table.items() if b == bars}
+        mx, lin = occ.get("mssc"), occ.get("linear_ssc")
+        if mx:
+            claims.append(criterion("000.bars_recovery").decide(
+                [("", clopper_pearson(mx["recovered"], mx["n"]))], f"max rule {mx['recovered']} of {mx['n']} seeds",
+                subject=bars))
+        if mx and lin:
+            claims.append(criterion("000.bars_vs_linear").decide(
+                [("", newcombe_difference(mx["recovered"], mx["n"], lin["recovered"], lin["n"]))],
+                f"max rule {mx['recovered']} / {mx['n']}, linear {lin['recovered']} / {lin['n']} seeds", subject=bars))
+    return claims
 
 
 # --------------------------------------------------------------------------- figures
@@ -74,35 +88,35 @@ def _tiles(ax_row, fields: np.ndarray, shape: tuple[int, int], title: str | None
 
 
 def plot_bars_w(rows: list[dict], R: int, path: Path) -> None:
-    """True bars, then for every (model, variant) the learned W of its first seed, matched to the bars."""
+    """True bars, then for every (model, bars entry) the learned W of its first seed, matched to the bars."""
     from priorlab.data.bars import bar_matrix
 
     W_true = bar_matrix(R)
     firsts = {}
     for r in rows:
-        firsts.setdefault((r["model"], r["variant"]), r)
+        firsts.setdefault((r["model"], r["bars"]), r)
     fig, axes = plt.subplots(1 + len(firsts), W_true.shape[1], figsize=(W_true.shape[1] * 0.8, (1 + len(firsts)) * 0.9))
     axes = np.atleast_2d(axes)
     _tiles(axes[0], W_true.T, (R, R), "truth")
     for row, ((m, v), r) in zip(axes[1:], firsts.items()):
         W = np.asarray(r["W"])[:, r["assignment"]].T
-        _tiles(row, W, (R, R), f"{m}\n{v} bars\nseed {r['seed']}: {r['n_recovered']}/{W_true.shape[1]}")
+        _tiles(row, W, (R, R), f"{m}\n{v}\nseed {r['seed']}: {r['n_recovered']}/{W_true.shape[1]}")
     fig.suptitle("learned W (columns matched to the true bars) vs ground truth", fontsize=8)
     save_figure(path, fig)
 
 
 def plot_sparsity(rows: list[dict], path: Path) -> None:
     """Inferred active latents per data point vs the true number of bars (mean over seeds)."""
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
-    variants = sorted({r["variant"] for r in rows})
+    variants = list(dict.fromkeys(r["bars"] for r in rows))
+    fig, axes = plt.subplots(1, max(2, len(variants)), figsize=(4 * max(2, len(variants)), 3.2), sharey=True)
     for ax, v in zip(np.atleast_1d(axes), variants):
         for m in dict.fromkeys(r["model"] for r in rows):
-            sel = [r["sparsity"] for r in rows if r["model"] == m and r["variant"] == v]
+            sel = [r["sparsity"] for r in rows if r["model"] == m and r["bars"] == v]
             ks = sorted({int(k) for s in sel for k in s})
             ax.plot(ks, [np.mean([s[str(k)] for s in sel if str(k) in s]) for k in ks], "o-", label=m)
         top = max(int(k) for r in rows for k in r["sparsity"])
         ax.plot([0, top], [0, top], "k:", lw=0.8, label="inferred = true")
-        ax.set_title(f"{v} bars", fontsize=9), ax.set_xlabel("true number of bars")
+        ax.set_title(f"`{v}`", fontsize=9), ax.set_xlabel("true number of bars")
     np.atleast_1d(axes)[0].set_ylabel("inferred active latents"), np.atleast_1d(axes)[0].legend(fontsize=7)
     save_figure(path, fig)
 
@@ -141,7 +155,10 @@ def write_report(params: Params, rows: list[dict], patches: list[dict], claims: 
         return
     lines = [f"# {TITLE}", "", f"Profile `{params.profile}`, {len(study.seeds)} seeds per cell, "
              f"{study.iterations} full-batch EM iterations per model (one `mssc_fit` stage per model, one thread; "
-             "wall times in the stages' logs and `reports/bench.json`).", ""]
+             "wall times in the stages' logs and `reports/bench.json`). The EM length and annealing come from the "
+             "recovery-vs-iterations curve ([`../mssc_iterations_cpu.json`](../mssc_iterations_cpu.json), "
+             "`python -m benchmarks.mssc_iterations`), not from the claim. The 90 % recovery rate of the claim is this "
+             "project's threshold: the paper's supplement reports no rate to compare with.", ""]
     for name in study.bars:
         d = params.datasets[name]
         lines.append(f"- data `{name}`: {d.variant} bars, R = {d.R}, N = {d.n_train}, slab N({d.slab_mu}, "
@@ -150,8 +167,12 @@ def write_report(params: Params, rows: list[dict], patches: list[dict], claims: 
         lines.append(f"- model `{name}`: `{params.models[name]}`")
     table = recovery_table(rows)
     lines += ["", "## Bars recovery", "", f"All 2R bars matched one-to-one with correlation ≥ {study.threshold}.", ""]
-    lines += md_table(["model", "variant", "runs", "recovery rate", "mean bars recovered"],
-                      [[m, v, e["n"], f"{e['rate']:.0%}", e["bars"] / e["n"]] for (m, v), e in table.items()])
+    lines += md_table(["model", "bars", "runs", "recovery rate [95 % CI]", "mean bars recovered", "median σ² (true)",
+                       "median π (true)"],
+                      [[m, b, e["n"], f"{e['rate']:.0%} [{ci.low:.0%}, {ci.high:.0%}]", e["bars"] / e["n"],
+                        f"{e['sigma2']:.4f} ({params.datasets[b].noise_std ** 2:.4f})",
+                        f"{e['pi']:.3f} ({bar_prob(params.datasets[b]):.3f})"]
+                       for (m, b), e in table.items() for ci in [clopper_pearson(e["recovered"], e["n"])]])
     lines += ["", "![learned W](bars_w.png)", "", "## Inferred sparsity", "",
               "![sparsity](sparsity.png)", ""]
     if patches:
@@ -189,7 +210,7 @@ def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
     study = params.mssc_study
     rows, patches = read_cells(params)
     kinds = {m: params.models[m].kind for m in study.models}
-    claims = [recovery_claim(rows, kinds)] if rows else []
+    claims = recovery_claims(rows, kinds) if rows else []
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if rows:
@@ -201,7 +222,7 @@ def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
     write_report(params, rows, patches, claims, out)
     table = recovery_table(rows)
     summary = {"title": TITLE, "paper": PAPER, "claims": [c.to_dict() for c in claims], "profile": params.profile,
-               "recovery": [{"model": m, "variant": v, **e} for (m, v), e in table.items()],
+               "recovery": [{"model": m, "bars": b, **e} for (m, b), e in table.items()],
                "runs": [{k: v for k, v in r.items() if k != "W"} for r in rows],
                "patches": [{k: v for k, v in p.items() if k != "W"} for p in patches]}
     write_json(out / "summary.json", summary)

@@ -30,7 +30,6 @@ their deep baselines are the ``vae``-kind entries.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -40,7 +39,9 @@ import numpy as np
 from priorlab import paths
 from priorlab.config import Params
 from priorlab.config.models import loss_scaling_of
-from priorlab.experiments.claims import Claim, claims_table, fmt, md_table, verdict
+from priorlab.experiments.claims import Claim, claims_table, fmt, md_table
+from priorlab.experiments.criteria import criterion
+from priorlab.experiments.intervals import bootstrap
 from priorlab.experiments.sparse_vae_fit import (COLLAPSE_ACTIVE, COLLAPSE_MSE, NAME, PAPER, SUPPORT_FRACTION,  # noqa: F401
                                                  TITLE, cell_dir, collapsed, deep_row, fit_deep, in_memory,
                                                  linear_rows, match_columns, rho_rows, setup_for,
@@ -49,7 +50,6 @@ from priorlab.errors import UserError
 from priorlab.io import read_json, save_figure, write_json
 
 OUT = paths.experiment_dir(NAME)
-F1_GOAL = 0.8  # support recovery criterion (fixed before the numbers)
 
 
 def study_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -123,67 +123,55 @@ def write_recovery_table(summary, path) -> None:
                header=",".join(header), comments="")
 
 
-@dataclasses.dataclass(frozen=True)
-class CriterionChange:
-    """A claim whose criterion changed: the old rule's verdict on the same numbers, and why."""
-
-    claim: str
-    old: str
-    old_verdict: bool
-    new: str
-    new_verdict: bool
-    why: str
+def _by_seed(rows: list[dict[str, Any]], method: str, rho: float, key: str) -> dict[int, float]:
+    return {r["seed"]: float(r[key]) for r in rows if r["method"] == method and r["rho"] == rho}
 
 
-MEDIAN_WHY = ("issue 24: the paper shows boxplots over 25 data sets per ρ and even the released code collapses "
-              "on some; a mean over data sets is decided by its outliers. The median is the boxplot's centre "
-              "line; collapses are reported as a rate beside it")
+def _median_gap(rows, sparse: str, baselines: list[str], rho: float, key: str, lower: bool, random_state: int):
+    """Bootstrap over data sets (paired: a unit is one data set's scores of every model) of the worst
+    case over ``baselines`` of the median of ``key``(sparse) − ``key``(baseline): the max when lower
+    is better, the min otherwise."""
+    cols = [_by_seed(rows, m, rho, key) for m in (sparse, *baselines)]
+    seeds = sorted(set.intersection(*(set(c) for c in cols)))
+    units = np.array([[c[s] for c in cols] for s in seeds])
+    worst = np.max if lower else np.min
+
+    def stat(u: np.ndarray) -> float:
+        return float(worst(np.median(u[:, :1] - u[:, 1:], axis=0)))
+
+    return bootstrap(units, stat, random_state, method="paired bootstrap")
 
 
-def decide_claims(summary, sparse: str, deep_baselines: list[str], latent_dim: int
-                  ) -> tuple[list[Claim], list[CriterionChange]]:
-    """The paper's synthetic claims, decided on the medians over data sets (criteria of issue 24;
-    the earlier criteria — the same rules on means — are evaluated too and returned as changes)."""
-    rhos = list(summary[sparse])
-    need = max(1, len(rhos) - 1)  # all but (at most) one ρ
+def decide_claims(rows: list[dict[str, Any]], sparse: str, deep_baselines: list[str], random_state: int = 0
+                  ) -> list[Claim]:
+    """The synthetic claims (criteria ``003.mse``, ``003.dci``, ``003.support_f1``,
+    ``003.active_columns``): per ρ a percentile-bootstrap interval over data sets of the medians."""
+    rhos = list(dict.fromkeys(r["rho"] for r in rows if r["method"] == sparse))
     methods = [sparse, *deep_baselines]
-
-    def ordered(stat: str, lower: bool) -> bool:
-        wins = [all((summary[sparse][r][stat] < summary[b][r][stat]) if lower else
-                    (summary[sparse][r][stat] > summary[b][r][stat]) for b in deep_baselines) for r in rhos]
-        return sum(wins) >= need
 
     def measured(key: str) -> str:
         return "; ".join(f"ρ={r:g}: " + ", ".join(
-            f"{m} {summary[m][r][key]:.3f} (collapsed {summary[m][r]['collapse_rate']:.0%})" for m in methods)
-            for r in rhos)
+            f"{m} {np.median(list(_by_seed(rows, m, r, key).values())):.3f} (collapsed "
+            f"{np.mean(list(_by_seed(rows, m, r, 'collapsed').values())):.0%})" for m in methods) for r in rhos)
 
-    def support(stat_f1: str, stat_active: str) -> bool:
-        return all(summary[sparse][r][stat_f1] >= F1_GOAL for r in rhos) and \
-            all(1.5 <= summary[sparse][r][stat_active] <= 2.5 for r in rhos)
+    def median(key: str, rho: float):
+        return bootstrap(np.array(list(_by_seed(rows, sparse, rho, key).values()))[:, None],
+                         lambda u: float(np.median(u)), random_state)
 
-    n = int(min(summary[m][r]["n"] for m in methods for r in rhos))
-    claims, changes = [], []
-    specs = [
-        (f"{PAPER} fig. 3", "the sparse VAE has lower held-out MSE than the VAE and β-VAE",
-         "held-out MSE of the sparse VAE below every deep baseline's at ≥ {need} of {n_rho} ρ",
-         measured("mse"), ordered("mse", True), ordered("mse_mean", True)),
-        (f"{PAPER} fig. 4", "the sparse VAE is more disentangled (DCI) than the VAE and β-VAE as ρ grows",
-         "DCI disentanglement of the sparse VAE above every deep baseline's at ≥ {need} of {n_rho} ρ",
-         measured("dci_d"), ordered("dci_d", False), ordered("dci_d_mean", False)),
-        (f"{PAPER} §4, fig. 2", f"the sparse VAE recovers the support of W and uses 2 of K = {latent_dim} columns",
-         f"support F1 ≥ {F1_GOAL} at every ρ and active columns within [1.5, 2.5] at every ρ",
-         f"F1 {fmt([summary[sparse][r]['f1'] for r in rhos])}; active columns "
-         f"{fmt([summary[sparse][r]['active_columns'] for r in rhos], 2)}; collapsed "
-         f"{fmt([summary[sparse][r]['collapse_rate'] for r in rhos], 2)}",
-         support("f1", "active_columns"), support("f1_mean", "active_columns_mean")),
+    n = min(len(_by_seed(rows, m, r, "mse")) for m in methods for r in rhos)
+    return [
+        criterion("003.mse").decide([(f"ρ={r:g}", _median_gap(rows, sparse, deep_baselines, r, "mse", True,
+                                                             random_state)) for r in rhos],
+                                    f"medians over {n} data sets — {measured('mse')}"),
+        criterion("003.dci").decide([(f"ρ={r:g}", _median_gap(rows, sparse, deep_baselines, r, "dci_d", False,
+                                                             random_state)) for r in rhos],
+                                    f"medians over {n} data sets — {measured('dci_d')}"),
+        criterion("003.support_f1").decide([(f"ρ={r:g}", median("f1", r)) for r in rhos],
+                                           f"median F1 {fmt([np.median(list(_by_seed(rows, sparse, r, 'f1').values())) for r in rhos])}"),
+        criterion("003.active_columns").decide(
+            [(f"ρ={r:g}", median("active_columns", r)) for r in rhos],
+            f"median active columns {fmt([np.median(list(_by_seed(rows, sparse, r, 'active_columns').values())) for r in rhos], 2)}"),
     ]
-    for paper, claim, rule, meas, new_ok, old_ok in specs:
-        rule = rule.format(need=need, n_rho=len(rhos))
-        new_rule = f"median over {n} data sets per ρ: {rule}"
-        claims.append(Claim(paper, claim, new_rule, meas, new_ok))
-        changes.append(CriterionChange(claim, f"mean over data sets: {rule}", old_ok, new_rule, new_ok, MEDIAN_WHY))
-    return claims, changes
 
 
 def heatmap(heat: dict[str, Any]) -> None:
@@ -217,15 +205,6 @@ def method_table(per_rho: dict[float, dict[str, float]]) -> list[str]:
                                                    for r, v in per_rho.items()])
 
 
-def changes_lines(changes: list[CriterionChange]) -> list[str]:
-    if not changes:
-        return []
-    return ["## Criteria changed (issue 24)", "", "Both rules evaluated on this run's numbers; the claims table "
-            "uses the new one.", ""] + md_table(
-        ["claim", "old criterion", "old verdict", "new criterion", "new verdict", "why"],
-        [[c.claim, c.old, verdict(c.old_verdict), c.new, verdict(c.new_verdict), c.why] for c in changes]) + [""]
-
-
 def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
     """Aggregate the ``sparse_vae_fit`` cells and the ``sparse_vae_real`` fits into
     ``reports/sparse_vae_experiments/`` (summaries, claims, figures, README, fidelity table)."""
@@ -235,7 +214,6 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
     study = params.sparse_vae_study
     OUT.mkdir(parents=True, exist_ok=True)
     claims: list[Claim] = []
-    changes: list[CriterionChange] = []
     variant: list[Claim] = []
     t0 = time.perf_counter()
     rows, heat, summary = [], {}, {}
@@ -244,10 +222,10 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
         summary = summarise(rows)
         sparse, deep = claim_models(params, study.models, "paper")
         if sparse and deep:
-            claims, changes = decide_claims(summary, sparse, deep, study.latent_dim)
+            claims = decide_claims(rows, sparse, deep)
         sparse_c, deep_c = claim_models(params, study.variant_models, "released_code")
         if sparse_c and deep_c:
-            variant = decide_claims(summary, sparse_c, deep_c, study.latent_dim)[0]
+            variant = decide_claims(rows, sparse_c, deep_c)  # on the data sets they share
         if heat:
             heatmap(heat)
         write_recovery_table(summary, OUT / "recovery_vs_rho.csv")  # data plots of dvc.yaml (`dvc plots diff`)
@@ -269,13 +247,11 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
     if variant:
         lines += ["## The same claims with the released code's loss scaling (shown, not deciding)", ""] + \
             claims_table([c.to_dict() for c in variant]) + [""]
-    lines += changes_lines(changes)
     lines += real.pop("lines") + claims_table([c.to_dict() for c in claims])
     (OUT / "README.md").write_text("\n".join(lines) + "\n")
     (OUT / "fidelity.md").write_text(fidelity_markdown(params))
     result = {"title": TITLE, "paper": PAPER, "claims": [c.to_dict() for c in claims], "rows": rows,
               "released_code_claims": [c.to_dict() for c in variant],
-              "criterion_changes": [dataclasses.asdict(c) for c in changes],
               "summary": {m: {str(r): v for r, v in s.items()} for m, s in summary.items()}, **real}
     write_json(OUT / "summary.json", result)
     return result

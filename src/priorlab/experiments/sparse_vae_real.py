@@ -34,7 +34,9 @@ import numpy as np
 import torch
 
 from priorlab.config import Params, SparseVaeRealParams
-from priorlab.experiments.claims import Claim, md_table
+from priorlab.experiments.claims import Claim, fmt, md_table
+from priorlab.experiments.criteria import criterion
+from priorlab.experiments.intervals import paired_difference
 from priorlab import paths
 from priorlab.experiments.sparse_vae_fit import NAME, PAPER, fit_deep, in_memory
 from priorlab.io import write_json
@@ -93,17 +95,18 @@ def pm(stats: dict[str, float], key: str) -> str:
     return f"{stats[key]:.3f} ± {stats[key + '_std']:.3f}"
 
 
-def best_claim(summary, sparse: str, key: str, higher: bool, paper: str, claim: str,
+def best_claim(rows: list[dict[str, Any]], sparse: str, key: str, criterion_key: str,
                outside: tuple[str, ...] = ()) -> Claim:
-    """Decided as: the sparse VAE's mean ``key`` strictly better than every other method's mean
-    (the methods in ``outside`` — our additions the paper's table lacks — are not compared)."""
-    others = [m for m in summary if m != sparse and m not in outside]
-    better = (lambda a, b: a > b) if higher else (lambda a, b: a < b)
-    return Claim(paper, claim,
-                 f"mean {key} of {sparse} {'above' if higher else 'below'} every other method's mean "
-                 f"({', '.join(others)})",
-                 ", ".join(f"{m} {pm(summary[m], key)}" for m in summary),
-                 bool(others) and all(better(summary[sparse][key], summary[m][key]) for m in others))
+    """The sparse VAE against every other method (but ``outside``, our additions the paper's table
+    lacks): per method the paired-by-split difference of ``key`` (criterion ``criterion_key``)."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["method"], {})[r["split"]] = r[key]
+    others = [m for m in by if m != sparse and m not in outside]
+    splits = sorted(by[sparse])
+    parts = [(m, paired_difference([by[sparse][s] for s in splits], [by[m][s] for s in splits])) for m in others]
+    measured = ", ".join(f"{m} {fmt(np.mean(list(v.values())))}" for m, v in by.items()) + f" (mean of {len(splits)} splits)"
+    return criterion(criterion_key).decide(parts, measured)
 
 
 # --- models -------------------------------------------------------------------------------------
@@ -210,21 +213,14 @@ def single_cell_rows(params: Params) -> list[dict[str, Any]]:
 
 # --- claims and report --------------------------------------------------------------------------
 
-def decide_real_claims(ml: dict[str, dict[str, float]], sc: dict[str, dict[str, float]],
+def decide_real_claims(ml_rows: list[dict[str, Any]], sc_rows: list[dict[str, Any]],
                        ml_sparse: str | None, sc_sparse: str | None) -> list[Claim]:
-    """Tables 1a and 4; criteria fixed before any number existed (strictly best mean)."""
+    """Tables 1a and 4 (criteria ``003.movielens_*``, ``003.single_cell_accuracy``), paired by split."""
     claims = []
-    if ml_sparse:
-        claims.append(best_claim(ml, ml_sparse, "nll", False, f"{PAPER} table 1a",
-                                 "on MovieLens the sparse VAE has the lowest held-out NLL"))
-        claims.append(best_claim(ml, ml_sparse, "recall", True, f"{PAPER} table 1a",
-                                 "on MovieLens the sparse VAE has the highest held-out Recall@5"))
-        claims.append(best_claim(ml, ml_sparse, "ndcg", True, f"{PAPER} table 1a",
-                                 "on MovieLens the sparse VAE has the highest held-out NDCG@10"))
-    if sc_sparse:
-        claims.append(best_claim(sc, sc_sparse, "accuracy", True, f"{PAPER} table 4",
-                                 "the sparse VAE's factors give the best held-out cell-type accuracy",
-                                 outside=("PCA",)))  # table 4 has no PCA: ours, in the table only
+    if ml_sparse and ml_rows:
+        claims += [best_claim(ml_rows, ml_sparse, k, f"003.movielens_{k}") for k in ("nll", "recall", "ndcg")]
+    if sc_sparse and sc_rows:  # table 4 has no PCA: ours, in the table only
+        claims.append(best_claim(sc_rows, sc_sparse, "accuracy", "003.single_cell_accuracy", outside=("PCA",)))
     return claims
 
 
@@ -263,7 +259,7 @@ def run_real(params: Params, fitted: dict[str, Any]) -> dict[str, Any]:
     study = params.sparse_vae_study
     ml_rows, topics, sc_rows = fitted["movielens_rows"], fitted["topics"], fitted["single_cell_rows"]
     ml, sc = mean_std(ml_rows, ("nll", "recall", "ndcg")), mean_std(sc_rows, ("accuracy",))
-    claims = decide_real_claims(ml, sc, first_sparse(params, study.movielens.models),
+    claims = decide_real_claims(ml_rows, sc_rows, first_sparse(params, study.movielens.models),
                                 first_sparse(params, study.single_cell.models))
     lines: list[str] = []
     if ml:

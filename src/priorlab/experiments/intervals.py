@@ -1,0 +1,190 @@
+"""95 % intervals for the effects the claims are decided on (pure: numbers in, an :class:`Estimate` out).
+
+Every function returns the point estimate, the interval and the number of independent units it
+rests on (seeds, data sets, splits, runs).  With fewer than two units no spread can be estimated:
+the interval is (−∞, ∞) and any claim resting on it is inconclusive — one run decides nothing.
+
+* :func:`mean_t` / :func:`paired_difference` / :func:`welch_difference`: Student-t intervals of a
+  mean, a mean paired difference and an unpaired difference of means (Welch–Satterthwaite df).
+* :func:`bootstrap`: percentile bootstrap of any statistic of paired units (e.g. the median of
+  per-data-set differences), with an explicit ``random_state``.
+* :func:`clopper_pearson` (exact binomial) and :func:`newcombe_difference` (difference of two
+  independent proportions, Newcombe's hybrid Wilson score interval, method 10 of Newcombe 1998).
+* :func:`accuracy`: a mean test accuracy over replicates scored on one shared test set, its binomial
+  variance added to the between-replicate variance; :func:`ratio` carries both uncertainties into a ratio
+  (delta method), e.g. an accuracy as a share of a supervised ceiling.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+LEVEL = 0.95
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its ``level`` interval [low, high], the units ``n`` and the method."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+    method: str
+    se: float = float("nan")  # standard error where the method has one (for :func:`ratio`)
+
+    def __post_init__(self) -> None:
+        if not (self.low <= self.high) and not (math.isnan(self.low) or math.isnan(self.high)):
+            raise ValueError(f"interval [{self.low}, {self.high}] is empty")
+
+    @property
+    def bounded(self) -> bool:
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    def text(self, digits: int = 3) -> str:
+        """``0.123 [0.100, 0.150]`` (``0.123 [no interval]`` from one unit)."""
+        if math.isnan(self.value):
+            return "–"
+        if not self.bounded:
+            return f"{self.value:.{digits}f} [no interval: n = {self.n}]"
+        return f"{self.value:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+    def to_dict(self) -> dict:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
+
+
+def _clean(values) -> np.ndarray:
+    v = np.asarray(values, dtype=float).ravel()
+    if np.isnan(v).any():
+        raise ValueError("an interval over values containing NaN: drop or report the missing units first")
+    return v
+
+
+def mean_t(values: Sequence[float], level: float = LEVEL, method: str = "t") -> Estimate:
+    """Mean with its Student-t interval (n − 1 df); (−∞, ∞) from fewer than two values."""
+    v = _clean(values)
+    if len(v) == 0:
+        return Estimate(float("nan"), -INF, INF, 0, method)
+    m = float(v.mean())
+    if len(v) < 2:
+        return Estimate(m, -INF, INF, len(v), method)
+    se = float(v.std(ddof=1) / math.sqrt(len(v)))
+    h = float(stats.t.ppf(0.5 + level / 2, len(v) - 1)) * se
+    return Estimate(m, m - h, m + h, len(v), method, se)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Estimate:
+    """Mean of ``a_i − b_i`` over paired units (same seed / data set / split) with its t interval."""
+    a, b = _clean(a), _clean(b)
+    if a.shape != b.shape:
+        raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
+    return mean_t(a - b, level, "paired t")
+
+
+def welch_difference(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Estimate:
+    """``mean(a) − mean(b)`` of independent samples, Welch–Satterthwaite t interval; n = min size."""
+    a, b = _clean(a), _clean(b)
+    d = float(a.mean() - b.mean()) if len(a) and len(b) else float("nan")
+    n = int(min(len(a), len(b)))
+    if n < 2:
+        return Estimate(d, -INF, INF, n, "Welch t")
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        return Estimate(d, d, d, n, "Welch t", 0.0)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    h = float(stats.t.ppf(0.5 + level / 2, df)) * se
+    return Estimate(d, d - h, d + h, n, "Welch t", se)
+
+
+def bootstrap(units: Sequence, statistic: Callable[[np.ndarray], float], random_state: int,
+              n_boot: int = 4000, level: float = LEVEL, method: str = "bootstrap") -> Estimate:
+    """Percentile bootstrap of ``statistic`` over resampled units (rows of ``units``; paired data
+    stay paired because a unit is a row).  (−∞, ∞) from fewer than two units."""
+    u = np.asarray(units, dtype=float)
+    value = float(statistic(u)) if len(u) else float("nan")
+    if len(u) < 2:
+        return Estimate(value, -INF, INF, len(u), method)
+    rng = np.random.default_rng(random_state)
+    idx = rng.integers(0, len(u), size=(n_boot, len(u)))
+    draws = np.array([statistic(u[i]) for i in idx], dtype=float)
+    lo, hi = np.quantile(draws, [0.5 - level / 2, 0.5 + level / 2])
+    return Estimate(value, float(lo), float(hi), len(u), method, float(draws.std(ddof=1)))
+
+
+def clopper_pearson(k: int, n: int, level: float = LEVEL) -> Estimate:
+    """Exact binomial interval of a rate ``k / n``."""
+    if not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k = {k}, n = {n}")
+    if n == 0:
+        return Estimate(float("nan"), 0.0, 1.0, 0, "Clopper–Pearson")
+    a = 1 - level
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
+    return Estimate(k / n, lo, hi, n, "Clopper–Pearson", math.sqrt(k / n * (1 - k / n) / n))
+
+
+def wilson(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson score interval of ``k / n``."""
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def newcombe_difference(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> Estimate:
+    """``k1/n1 − k2/n2`` of independent proportions, Newcombe's hybrid score interval (method 10)."""
+    if n1 == 0 or n2 == 0:
+        return Estimate(float("nan"), -1.0, 1.0, 0, "Newcombe")
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson(k1, n1, level)
+    l2, u2 = wilson(k2, n2, level)
+    d = p1 - p2
+    lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return Estimate(d, lo, hi, min(n1, n2), "Newcombe")
+
+
+def accuracy(values: Sequence[float], n_test: int, level: float = LEVEL) -> Estimate:
+    """Mean accuracy over replicates all scored on the same ``n_test`` test points: variance = the
+    between-replicate variance / r + the test set's binomial variance p(1 − p) / n_test (shared by
+    every replicate, so not divided by r and not seen in their spread).  One replicate: no interval
+    (its seed-to-seed spread is unknown)."""
+    v = _clean(values)
+    r = len(v)
+    if r == 0:
+        return Estimate(float("nan"), -INF, INF, 0, "t + binomial")
+    p = float(v.mean())
+    if r < 2:
+        return Estimate(p, -INF, INF, 1, "t + binomial")
+    seeds, binom = float(v.var(ddof=1)) / r, p * (1 - p) / n_test
+    se = math.sqrt(seeds + binom)
+    df = (seeds + binom) ** 2 * (r - 1) / seeds**2 if seeds > 0 else math.inf  # Satterthwaite: binomial part known
+    h = float(stats.t.ppf(0.5 + level / 2, df) if math.isfinite(df) else stats.norm.ppf(0.5 + level / 2)) * se
+    return Estimate(p, max(0.0, p - h), min(1.0, p + h), r, "t + binomial", se)
+
+
+def ratio(num: Estimate, den: Estimate, level: float = LEVEL) -> Estimate:
+    """``num / den`` with a delta-method normal interval from both standard errors (independent);
+    ``n`` is the numerator's (the replicates the ratio is about; the denominator a reference)."""
+    if not (math.isfinite(num.se) and math.isfinite(den.se)) or den.value == 0:
+        return Estimate(num.value / den.value if den.value else float("nan"), -INF, INF, num.n,
+                        "ratio (delta method)")
+    r = num.value / den.value
+    se = abs(r) * math.sqrt((num.se / num.value) ** 2 + (den.se / den.value) ** 2) if num.value else den.se
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    return Estimate(r, r - z * se, r + z * se, num.n, "ratio (delta method)", se)
+
+
+def slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Least-squares slope of ``y`` on ``x``."""
+    x, y = _clean(x), _clean(y)
+    xc = x - x.mean()
+    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
