@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from priorlab.experiments.claims import Criterion
+from priorlab.experiments.claims import Criterion, md_table, verdict_text
 
 ELBO_EFFECT = 0.5  # nats per observation
 CONTRAST_EFFECT = 0.05
@@ -227,8 +227,6 @@ def criterion(key: str) -> Criterion:
 def changes_table(claims: list[dict]) -> list[str]:
     """Markdown: every decided claim whose criterion changed, with the old rule and its verdict (at
     the commit it was last measured), the new rule and its verdict now, and why."""
-    from priorlab.experiments.claims import md_table, verdict_text
-
     rows = []
     for c in claims:
         base = c["key"].split("/")[0]

@@ -78,6 +78,15 @@ def block_purity(corr: np.ndarray, assignment: np.ndarray, threshold: float = CO
     return float(np.mean(shares))
 
 
+def source_correlation(codes: np.ndarray, presence: np.ndarray, sources: np.ndarray,
+                       active_threshold: float) -> np.ndarray:
+    """``A = |corr(s_j, z_d)|`` [18, D], latents inactive on these points (Var ≤ ``active_threshold``)
+    as zero columns (fig. 3)."""
+    corr = metrics.correlation_matrix(codes, source_signals(presence, sources))
+    corr[:, codes.var(0) <= active_threshold] = 0.0
+    return corr
+
+
 def smiley_scores(codes: np.ndarray, presence: np.ndarray, sources: np.ndarray, n_bins: int = 20,
                   active_threshold: float = 0.01, dci_backend: str = "hist", seed: int = 0,
                   wanted: tuple[str, ...] = ("mig", "dci"), max_points: int | None = None,
@@ -87,8 +96,7 @@ def smiley_scores(codes: np.ndarray, presence: np.ndarray, sources: np.ndarray, 
     ``evaluate.metrics``)."""
     from priorlab.data.smiley import SmileyData
 
-    corr = metrics.correlation_matrix(codes, source_signals(presence, sources))
-    corr[:, codes.var(0) <= active_threshold] = 0.0  # unused latents are zero columns (fig. 3)
+    corr = source_correlation(codes, presence, sources, active_threshold)
     ordered = metrics.order_latents_by_source(corr, CORR_THRESHOLD)
     factors, mask = metrics.presence_aware_factors(presence, SmileyData().discretise_sources(sources))
     n = len(codes) if max_points is None else min(len(codes), max_points)
@@ -153,6 +161,10 @@ def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | N
     ev = params.evaluate
     test_sets = dict(test_sets or {})
     results: dict[str, dict] = {}
+    # β of the β-VAE per latent size (paper D.2): the best mean correlation contrast over seeds on a
+    # validation set (fresh smileys drawn with their own seed), never on the test set the claims use
+    val = validation_smileys(params, runs[0])
+    val_contrast: dict[tuple[int, str], list[float]] = {}
     for run in runs:
         model, data = load_trained(params, run)
         sets = {"fresh": (data.arrays["x_test"][:, 0], data.arrays["presence_test"].astype(bool),
@@ -171,17 +183,11 @@ def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | N
             results[run][name] = smiley_scores(encode(model, x), presence, sources, ev.n_bins,
                                                ev.active_threshold, ev.dci_backend, ev.seed, wanted,
                                                2 * ev.metric_num_test, ev.n_jobs)
-    # β of the β-VAE per latent size (paper D.2): the best mean correlation contrast over seeds on a
-    # validation set (fresh smileys drawn with their own seed), never on the test set the claims use
-    val = validation_smileys(params, runs[0])
-    val_contrast: dict[tuple[int, str], list[float]] = {}
-    for run, r in results.items():
-        if params.models[r["model"]].kind == "vae":
-            model, data = load_trained(params, run)
+        if params.models[spec.model].kind == "vae":
             codes = encode(model, data.prepare(torch.as_tensor(val[0][:, None])))
-            corr = metrics.correlation_matrix(codes, source_signals(val[1], val[2]))
-            corr[:, codes.var(0) <= ev.active_threshold] = 0.0
-            r["validation_contrast"] = metrics.correlation_contrast(corr)
+            r = results[run]
+            r["validation_contrast"] = metrics.correlation_contrast(
+                source_correlation(codes, val[1], val[2], ev.active_threshold))
             val_contrast.setdefault((r["latent_dim"], r["model"]), []).append(r["validation_contrast"])
     chosen_model: dict[int, str] = {}
     for (d, m), v in sorted(val_contrast.items()):
@@ -311,6 +317,11 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
 
 
+def class_similarity(act: np.ndarray) -> np.ndarray:
+    """Cosine similarity of the classes' activation patterns ``[C, C]`` (fig. 5)."""
+    return np.array([[_cosine(act[a], act[b]) for b in range(len(act))] for a in range(len(act))])
+
+
 @torch.no_grad()
 def conditional_samples(model, x: torch.Tensor, n: int, generator: torch.Generator, threshold: float = 0.5):
     """Fig. 6: encode one image; resample only its active dims (γ > threshold) from its selected prior slab."""
@@ -339,21 +350,21 @@ def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     if not vsc_runs:
         return [], {}
     run = min(vsc_runs, key=lambda r: (params.models[params.run(r).model].alpha, params.run(r).seed))
-    replicates = {}  # every seed of that model: the claims' units
+    replicates, fitted = {}, {}  # every seed of that model: the claims' units
     for other in vsc_runs:
         if params.run(other).model == params.run(run).model:
             m, d = load_trained(params, other)
             g_ = spike_probabilities(m, d.prepare(d.x("test")))
             a = class_activations(g_, d.labels("test"))
-            sim_ = np.array([[_cosine(a[i], a[j]) for j in range(10)] for i in range(10)])
+            sim_ = class_similarity(a)
+            fitted[other] = (m, d, g_, a, sim_)
             replicates[other] = {"seed": params.run(other).seed, "spikes": spike_statistics(g_),
                                  "tshirt_shirt_minus_trouser": float(sim_[0, 6] - sim_[0, 1]),
                                  "sneaker_boot_minus_trouser_bag": float(sim_[7, 9] - sim_[1, 8])}
-    model, data = load_trained(params, run)
+    model, data, gamma, act, sim = fitted[run]
     labels = data.labels("test")
     x = data.prepare(data.x("test"))
-    gamma = spike_probabilities(model, x)
-    act, spikes = class_activations(gamma, labels), spike_statistics(gamma)
+    spikes = spike_statistics(gamma)
     order = np.argsort(-act.mean(0))
     fig, ax = plt.subplots(figsize=(8, 2.6))
     ax.imshow(act[:, order], cmap="gray", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
@@ -361,7 +372,6 @@ def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     ax.set_xlabel("latent (by mean activation)")
     ax.set_title(f"{run}: mean spike probability per class")
     save_figure(out / "spike_per_class.png", fig)
-    sim = np.array([[_cosine(act[a], act[b]) for b in range(10)] for a in range(10)])
     # fig. 6: conditional generation from one test image per class
     g = torch.Generator().manual_seed(params.evaluate.seed)
     tiles, n_active = [], []
