@@ -6,4 +6,4 @@ from priorlab.cli import run_stage
 from priorlab.experiments.mssc_fit import run_mssc_fit
 
 if __name__ == "__main__":
-    sys.exit(run_stage(run_mssc_fit, "model"))
+    sys.exit(run_stage(run_mssc_fit, "model", "bars"))

@@ -79,6 +79,10 @@ def test_cli_exit_codes(tmp_path, capsys):
     bad.write_text("profile: [unclosed\n")
     assert main(["check", str(bad)]) == 2
     assert "not valid YAML" in capsys.readouterr().err
+    bad.write_text("profile: cpu\nthreads: 2\n  device: cpu\n")  # line 3, column 9: a mapping value here
+    assert main(["check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:3:9: not valid YAML: mapping values are not allowed here" in err and len(err.splitlines()) == 1
     assert main(["check", str(tmp_path / "missing.yaml")]) == 2
     assert main(["check", str(ROOT / "profiles" / "tiny.yaml")]) == 0
 
@@ -138,3 +142,58 @@ def test_parameters_named_like_dvc_metadata_are_refused(tmp_path):
     path.write_text(yaml.safe_dump(r))
     with pytest.raises(ParamsError, match=r"datasets\.\w+\.size: DVC's run-cache ignores"):
         load_params(path)
+
+
+def test_mlp_decoder_options_build_the_paper_004_decoder_and_stay_out_of_old_records():
+    """``decoder_hidden`` / ``decoder_activation`` (paper 004 A.4: three tanh layers of 1200 after a ReLU
+    encoder); a setup without them records exactly the keys it recorded before they existed."""
+    from torch import nn
+
+    from priorlab.nets import build_nets
+
+    raw = yaml.safe_load(open("profiles/tiny.yaml"))
+    name = next(iter(raw["setups"]))
+    plain = parse_params(copy.deepcopy(raw)).setup(name)
+    assert "decoder_hidden" not in plain.record() and "decoder_activation" not in plain.record()
+    raw["setups"][name].update({"encoder": "mlp", "decoder": "mlp", "hidden": [16, 8],
+                                "decoder_hidden": [12, 12, 12], "decoder_activation": "tanh"})
+    setup = parse_params(copy.deepcopy(raw)).setup(name)
+    assert setup.record()["decoder_hidden"] == [12, 12, 12]
+    enc, dec, _ = build_nets(setup, (1, 8, 8), 2)
+    assert [m.out_features for m in dec.net if isinstance(m, nn.Linear)] == [12, 12, 12, 64]
+    assert sum(isinstance(m, nn.Tanh) for m in dec.net) == 3 and not any(isinstance(m, nn.Tanh) for m in enc.net)
+    assert [m.out_features for m in enc.net if isinstance(m, nn.Linear)] == [16, 8, 2 * setup.latent_dim]
+    for change, match in (({"decoder_activation": "gelu"}, "decoder_activation"),
+                          ({"decoder_hidden": [0]}, r"decoder_hidden\[0\]"),
+                          ({"decoder": "conv", "decoder_hidden": [4]}, "options of the mlp decoder")):
+        bad = copy.deepcopy(raw)
+        bad["setups"][name].update(change)
+        with pytest.raises(ParamsError, match=match):
+            parse_params(bad)
+
+
+def test_a_batch_larger_than_the_training_set_is_refused_not_clamped():
+    raw = yaml.safe_load(open(ROOT / "profiles" / "tiny.yaml"))
+    used = {raw["setups"][r["setup"]]["dataset"] for r in raw["runs"].values()}
+    n = min(raw["datasets"][d]["n_train"] for d in used)
+    raw["train"]["batch_size"] = n + 1
+    with pytest.raises(ParamsError, match=rf"^train.batch_size: {n + 1} is more than the {n} training points of data set"):
+        parse_params(copy.deepcopy(raw))
+    raw["train"]["batch_size"] = n  # the whole (smallest) set per step is allowed
+    parse_params(raw)
+
+
+def test_device_cuda_is_refused_by_the_pre_check_on_a_machine_without_cuda(tmp_path, capsys, monkeypatch):
+    import torch
+
+    from priorlab.config import check_machine
+
+    p = tmp_path / "params.yaml"
+    p.write_text((ROOT / "profiles" / "tiny.yaml").read_text().replace("device: cpu", "device: cuda"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ParamsError, match="device: cuda, but this machine has no CUDA device"):
+        check_machine(p)
+    assert main(["check", str(p)]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    check_machine(p)  # a machine with CUDA: fine

@@ -24,3 +24,20 @@ def test_the_wording_of_a_claim_does_not_change_its_fingerprint():
     assert dataclasses.replace(c, claim="reworded", note="n").fingerprint() == c.fingerprint()
     assert dataclasses.replace(c, threshold=0.0).fingerprint() != c.fingerprint()
     assert len(VERDICTS) == 4
+
+
+def test_changes_table_chains_a_criterions_changes_oldest_first():
+    """A criterion changed twice: the first row's new rule is the second row's old one (with the verdict
+    it then gave); only the last row shows the rule and verdict of now."""
+    from priorlab.experiments import criteria as C
+
+    key = "004.isa_mig"
+    changes = C.history(key)
+    assert len(changes) >= 2
+    claim = {"key": key, "paper": "004", "claim": "c", "criterion": C.criterion(key).rule, "verdict": "inconclusive"}
+    header, _, *rows = C.changes_table([claim])
+    cells = [r.strip("|").split(" | ") for r in rows]
+    assert len(cells) == len(changes)
+    for row, ch, after in zip(cells, changes, changes[1:]):
+        assert row[2] == ch.old and row[4] == after.old and row[5] == f"{after.old_verdict} ({after.commit})"
+    assert cells[-1][4] == C.criterion(key).rule

@@ -28,7 +28,8 @@ def raw_params(steps: int = 30) -> dict:
     raw["isa_study"] = {"setup": "dsp_isa", "models": ["bvae", "isa", "tc", "fvae"], "betas": [1, 2], "gammas": [3],
                         "seeds": [0], "train": {"steps": steps, "batch_size": 32, "lr": 0.001},
                         "evaluate": {"n_eval": 100, "iw_samples": 2, "metric_num_train": 200, "metric_num_test": 100,
-                                     "metrics": ["mig", "mig_no_shape"]}}
+                                     "metrics": ["mig", "mig_no_shape"]},
+                        "mig_chen": {"n_points": 300, "n_samples": 200, "permutations": 2}}
     return raw
 
 
@@ -56,11 +57,12 @@ def test_study_params_are_checked():
         parse_params(raw)
 
 
-def frame(isa: dict, bvae: dict, seeds: int = 3) -> pd.DataFrame:
+def frame(isa: dict, bvae: dict, seeds: int = 3, floor: float = 0.005) -> pd.DataFrame:
     rows = []
     for lab, migs in (("ISA-VAE", isa), ("β-VAE", bvae)):
         for b, m in migs.items():
-            rows += [{"label": lab, "strength": b, "seed": s, "mig": m + 0.001 * s} for s in range(seeds)]
+            rows += [{"label": lab, "strength": b, "seed": s, ie.CLAIM_SCORE: m + 0.001 * s,
+                      "chen_floor": floor + 0.001 * s} for s in range(seeds)]
     return pd.DataFrame(rows)
 
 
@@ -70,10 +72,27 @@ def test_claim_criterion():
     assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.285}, {1.0: 0.14, 2.0: 0.28})).verdict == N  # a tie at β = 2
     assert ie.mig_claim(frame({1.0: 0.10, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).verdict == N
     assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28}, seeds=1)).verdict == I  # one seed
-    near_zero = ie.mig_claim(frame({1.0: 0.03, 2.0: 0.04}, {1.0: 0.01, 2.0: 0.02}))
-    assert near_zero.verdict == U and "noise floor" in near_zero.reason
+    # small scores are decided when the measured floor is lower still ...
+    low = ie.mig_claim(frame({1.0: 0.05, 2.0: 0.06}, {1.0: 0.01, 2.0: 0.02}, floor=0.002))
+    assert low.verdict == R and "noise floor 0.004" in low.measured
+    # ... and untestable when, at some β, both medians sit at or below it (the largest floor there)
+    near_zero = ie.mig_claim(frame({1.0: 0.03, 2.0: 0.06}, {1.0: 0.01, 2.0: 0.02}, floor=0.03))
+    assert near_zero.verdict == U and "β=1" in near_zero.reason and "β=2" not in near_zero.reason
     missing = ie.mig_claim(frame({1.0: 0.3}, {1.0: 0.1}))  # no β = 2 runs
     assert missing.verdict == I and "β = 2" in missing.measured
+
+
+def test_representatives_sit_beside_the_median_per_claim_beta():
+    f = frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28}, seeds=3)
+    f["kind"] = "vae"
+    f = pd.concat([f, f.iloc[:3].assign(label="FactorVAE", kind="factor_vae")], ignore_index=True)  # γ = 1: not a β
+    f["run"] = [f"r{i}" for i in range(len(f))]
+    f["recon_log_lik"] = -30.0 - np.arange(len(f)) % 3
+    reps = ie.representatives(f)
+    assert len(reps) == 4 and set(reps["model"]) == {"ISA-VAE", "β-VAE"}
+    row = reps[(reps["model"] == "ISA-VAE") & (reps["β / γ"] == 2.0)].iloc[0]
+    assert row[f"{ie.CLAIM_SCORE} (median)"] == pytest.approx(0.411)
+    assert row[f"{ie.CLAIM_SCORE} (representative)"] in (pytest.approx(0.411), pytest.approx(0.412))
 
 
 def test_representative_is_the_upper_half_run_nearest_its_mean():
@@ -119,18 +138,22 @@ def test_cells_train_and_score_and_the_study_aggregates_them(tmp_path, monkeypat
     cell = tmp_path / "models" / "isa_experiments" / "bvae-0"
     assert sorted(p.name for p in cell.iterdir()) == ["1", "2", "rows.json"] and (cell / "2" / "model.pt").is_file()
     metrics = yaml.safe_load((tmp_path / "metrics" / "isa_experiments" / "bvae-0.json").read_text())
-    assert set(metrics) == {"bvae-1-0", "bvae-2-0"} and set(metrics["bvae-1-0"]) >= {"mig", "mig_no_shape"}
+    assert set(metrics) == {"bvae-1-0", "bvae-2-0"}
+    assert set(metrics["bvae-1-0"]) >= {"mig", "mig_no_shape", "chen_mig_no_shape", "chen_floor"}
     summary = ie.run_isa_experiments(params)
     assert summary["paper"] == "004" and summary["title"] and len(summary["claims"]) == 1
     assert summary["device"] == "cpu"
     assert [r["run"] for r in summary["runs"]] == ["bvae-1-0", "bvae-2-0", "isa-1-0", "isa-2-0", "fvae-3-0"]
     for r in summary["runs"]:
         assert 0.0 <= r["mig"] <= 1.0 and 0.0 <= r["mig_no_shape"] <= 1.0 and r["recon_log_lik"] < 0
+        assert -0.1 < r["chen_mig_no_shape"] <= 1.0 and -0.1 < r["chen_floor"] < 1.0
         assert (r["exponents"] is not None) == r["run"].startswith("isa")
     exps = summary["runs"][2]["exponents"]
     assert exps["p0"] != pytest.approx(2.1, abs=1e-7) and all(p > 1 for p in exps["p_sub"])  # learned, kept > 1
     out = tmp_path / "reports" / "isa_experiments"
-    for f in ("README.md", "results.csv", "summary.json", "mig_vs_beta.png", "exponents.png",
+    readme = (out / "README.md").read_text()
+    assert "noise floor" in readme and "representative run" in readme and "chen_mig_no_shape" in readme
+    for f in ("README.md", "results.csv", "summary.json", "mig_vs_beta.png", "chen_mig_no_shape_vs_beta.png", "exponents.png",
               "mig_vs_reconstruction.png", "latents_bvae.png", "latents_isa.png", "latents_fvae.png"):
         assert (out / f).is_file(), f
     # same params and seeds, a fresh process state: the same numbers (clear the resumable checkpoints)

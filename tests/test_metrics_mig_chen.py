@@ -58,3 +58,23 @@ def test_seeded_and_validated():
         mig_chen(mu[:, 0], logvar, f)
     with pytest.raises(ValueError, match="no factor left"):
         mig_chen(mu, logvar, f, exclude=(0, 1))
+
+
+def test_permutation_floor_is_the_estimators_bias_on_independent_factors():
+    """Factors permuted against the code carry no information, so the floor is what the estimator
+    returns for a true MIG of 0: near 0 for broad posteriors, clearly above 0 for sharp ones with a
+    many-valued factor (its conditional aggregates have few points), and below a coded factor's MIG."""
+    from priorlab.metrics.mig_chen import gaps, permutation_floor
+
+    rng = np.random.RandomState(3)
+    n = 3000
+    f = np.stack([rng.randint(3, size=n), rng.randint(40, size=n)], 1)
+    mu = np.stack([0.5 * f[:, 1] + 0.1 * rng.standard_normal(n), rng.standard_normal(n), rng.standard_normal(n)], 1)
+    for std, low, high in ((1.0, -0.01, 0.01), (0.01, 0.02, 0.5)):
+        logvar = np.full_like(mu, 2 * np.log(std))
+        out = mutual_information(mu, logvar, f, n_samples=1000, random_state=0)
+        floors = permutation_floor(out, mu, logvar, f, 3, n_samples=1000, random_state=1, exclude=(0,))
+        assert len(floors) == 3 and all(low < x < high for x in floors), (std, floors)
+        assert gaps(out, exclude=(0,))["mig"] > max(floors) + 0.1  # the coded factor stands out
+    same = permutation_floor(out, mu, logvar, f, 2, n_samples=1000, random_state=1, exclude=(0,))
+    assert same == permutation_floor(out, mu, logvar, f, 2, n_samples=1000, random_state=1, exclude=(0,))

@@ -191,14 +191,22 @@ def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, mo
                 "mssc_study": {"bars": ["bo"], "models": ["sc", "lin"], "seeds": [0, 1], "iterations": 15}})
     params = parse_params(raw)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(mx.UserError, match="mssc_fit@sc has not run"):
+    with pytest.raises(mx.UserError, match="mssc_fit@sc-bo has not run"):
         mx.run_mssc_experiments(params, tmp_path / "out")
-    with pytest.raises(ParamsError, match="no cell 'nope'"):
-        mf.run_mssc_fit(params, "nope")
+    with pytest.raises(ParamsError, match="no cell nope-bo"):
+        mf.run_mssc_fit(params, "nope", "bo")
+    with pytest.raises(ParamsError, match="no cell sc-b2"):
+        mf.run_mssc_fit(params, "sc", "b2")
     for model in ("sc", "lin"):  # the mssc_fit stages
-        mf.run_mssc_fit(params, model)
-    assert sorted(p.name for p in (tmp_path / "models" / "mssc_experiments" / "sc").iterdir()) == [
-        "bo-0.pt", "bo-1.pt", "rows.json"]
+        mf.run_mssc_fit(params, model, "bo")
+    with pytest.raises(mx.UserError, match="mssc_patches@sc has not run"):
+        mx.run_mssc_experiments(params, tmp_path / "out")
+    for model in ("sc", "lin"):  # the mssc_patches stages (no patches entry here: they record none)
+        mf.run_mssc_patches(params, model)
+    cell = tmp_path / "models" / "mssc_experiments" / "sc"
+    assert sorted(p.name for p in (cell / "bo").iterdir()) == ["0.pt", "1.pt", "rows.json"]
+    assert sorted(p.name for p in (cell / "patches").iterdir()) == ["rows.json"]
+    assert not list((tmp_path / "models" / "mssc_experiments").glob("*/*.tmp"))
     s = mx.run_mssc_experiments(params, tmp_path / "out")
     assert s["paper"] == "000" and len(s["runs"]) == 4 and len(s["claims"]) == 2
     assert [(r["model"], r["seed"]) for r in s["runs"]] == [("sc", 0), ("sc", 1), ("lin", 0), ("lin", 1)]
@@ -206,7 +214,7 @@ def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, mo
     assert (tmp_path / "out" / "bars_w.png").is_file() and (tmp_path / "out" / "sparsity.png").is_file()
     assert "Bars recovery" in (tmp_path / "out" / "README.md").read_text()
     # a cell run again (a fresh stage process would be the same): the same rows
-    mf.run_mssc_fit(params, "sc")
+    mf.run_mssc_fit(params, "sc", "bo")
     assert mx.run_mssc_experiments(params, tmp_path / "again")["runs"] == s["runs"]
 
 

@@ -76,7 +76,9 @@ def test_shards_are_disjoint_and_cover_every_run_and_upstream_stage(profile, cou
     expected_cells = [f"isa_fit@{m}-{seed}" for m in (study.models if study.setup else []) for seed in study.seeds]
     expected_cells += [f"sparse_vae_fit@{float(r)!r}" for r in (sv.rhos if sv.models else [])]
     expected_cells += ["sparse_vae_real"] if sv.movielens.models or sv.single_cell.models else []
-    expected_cells += [f"mssc_fit@{m}" for m in (params.mssc_study.models if params.mssc_study.bars else [])]
+    ms = params.mssc_study
+    expected_cells += [f"mssc_fit@{m}-{b}" for m in ms.models for b in ms.bars]
+    expected_cells += [f"mssc_patches@{m}" for m in ms.models]
     assert sorted(cells) == sorted(expected_cells)
     owners = _stage_owners(shards)
     expected = {f"data@{d}" for d in params.datasets} | {f"{st}@{s}" for s in params.setups for st in UPSTREAM[1:]}

@@ -24,7 +24,8 @@ def isa_frame() -> pd.DataFrame:
             for seed in (0, 1, 2):
                 mig = {"bvae": 0.1, "isa": 0.2, "fvae": 0.3}[model] + 0.01 * s + 0.001 * seed ** 2
                 rows.append({"run": f"{model}-{s:g}-{seed}", "model": model, "label": model, "kind": kind,
-                             "strength": s, "seed": seed, "mig": mig, "mig_no_shape": mig / 2})
+                             "strength": s, "seed": seed, "mig": mig, "mig_no_shape": mig / 2,
+                             "chen_mig_no_shape": mig / 4, "chen_floor": 0.001, "recon_log_lik": -30.0 - seed})
     return pd.DataFrame(rows)
 
 
@@ -32,14 +33,16 @@ def test_mig_tables_hold_the_median_over_seeds_per_strength_and_model():
     tables = ie.strength_tables(isa_frame())
     assert list(tables) == ["mig_vs_beta.csv", "mig_vs_gamma.csv"]
     beta, gamma = tables["mig_vs_beta.csv"], tables["mig_vs_gamma.csv"]
-    assert list(beta.columns) == ["beta", "mig_bvae", "mig_isa", "mig_no_shape_bvae", "mig_no_shape_isa"]
-    assert list(gamma.columns) == ["gamma", "mig_fvae", "mig_no_shape_fvae"]
+    assert list(beta.columns) == ["beta", "chen_mig_no_shape_bvae", "chen_mig_no_shape_isa", "mig_bvae", "mig_isa",
+                                  "mig_no_shape_bvae", "mig_no_shape_isa"]
+    assert list(gamma.columns) == ["gamma", "chen_mig_no_shape_fvae", "mig_fvae", "mig_no_shape_fvae"]
     assert beta["beta"].tolist() == [1.0, 2.0, 4.0] and gamma["gamma"].tolist() == [1.0, 10.0]  # sorted
     median_seed = 0.001  # seeds 0, 1, 2 add 0, 0.001, 0.004: the median adds 0.001 (the mean would add 0.00167)
     np.testing.assert_allclose(beta["mig_bvae"], 0.1 + 0.01 * beta["beta"] + median_seed)
     np.testing.assert_allclose(beta["mig_isa"], 0.2 + 0.01 * beta["beta"] + median_seed)
     np.testing.assert_allclose(beta["mig_no_shape_isa"], (0.2 + 0.01 * beta["beta"] + median_seed) / 2)
     np.testing.assert_allclose(gamma["mig_fvae"], 0.3 + 0.01 * gamma["gamma"] + median_seed)
+    np.testing.assert_allclose(beta["chen_mig_no_shape_isa"], (0.2 + 0.01 * beta["beta"] + median_seed) / 4)
 
 
 def test_mig_tables_agree_with_the_claims_median(tmp_path):
@@ -48,10 +51,12 @@ def test_mig_tables_agree_with_the_claims_median(tmp_path):
     frame.loc[frame["model"] == "isa", "label"] = "ISA-VAE"
     beta = ie.strength_tables(frame)["mig_vs_beta.csv"].set_index("beta")
     measured = ie.mig_claim(frame).measured
+    score = ie.CLAIM_SCORE
     for b in ie.CLAIM_BETAS:
-        runs = {m: frame[(frame["model"] == m) & (frame["strength"] == b)]["mig"].to_numpy() for m in ("isa", "bvae")}
+        runs = {m: frame[(frame["model"] == m) & (frame["strength"] == b)][score].to_numpy() for m in ("isa", "bvae")}
         assert f"β={b:g}: ISA {fmt(runs['isa'])} vs β-VAE {fmt(runs['bvae'])}" in measured  # the claim's units
-        assert beta.loc[b, "mig_isa"] == np.median(runs["isa"]) and beta.loc[b, "mig_bvae"] == np.median(runs["bvae"])
+        assert beta.loc[b, f"{score}_isa"] == np.median(runs["isa"])
+        assert beta.loc[b, f"{score}_bvae"] == np.median(runs["bvae"])
 
 
 def test_mig_tables_skip_an_empty_grid_and_keep_missing_scores_missing(tmp_path):
@@ -122,7 +127,8 @@ def fake_isa_rows(params) -> list[dict]:
                      "strength": run.strength, "seed": run.seed, "train_s": 1.0, "eval_s": 1.0, "exponents": None,
                      "model_params": {}, "metrics": {"versions": {}}, "responses": [rng.normal(size=(3, 4)).tolist()] * 2,
                      "mig": mig, "mig_no_shape": mig / 2, "dci_d": 0.1, "factor_vae_score": 0.5, "beta_vae_score": 0.5,
-                     "sap": 0.1, "recon_log_lik": float(rng.normal(-40, 2)), "elbo": -50.0})
+                     "sap": 0.1, "recon_log_lik": float(rng.normal(-40, 2)), "elbo": -50.0, "chen_mig": mig,
+                     "chen_mig_no_shape": mig / 3, "chen_floor": 0.002})
     return rows
 
 

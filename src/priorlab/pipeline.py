@@ -124,7 +124,7 @@ def run_pretrain(params: Params, setup: str) -> dict:
     opt = params.pretrain
     if spec.pretrain_steps:  # a pretrain model may set its own length (e.g. VSC's spike pre-training)
         opt = OptimParams(**{**_asdict(opt), "steps": spec.pretrain_steps})
-    fp = fingerprint("pretrain", _asdict(params.setup(setup)), _asdict(spec), _asdict(opt), data.manifest["sha256"])
+    fp = fingerprint("pretrain", params.setup(setup).record(), _asdict(spec), _asdict(opt), data.manifest["sha256"])
     model = _new_model(params, setup, spec, data.obs_shape, opt.seed)
     model.set_phase("pretrain")
     logs = _fit_phase(params, model, data, opt, "pretrain", setup, fp)
@@ -235,7 +235,7 @@ def run_evaluate(params: Params, run: str) -> dict:
         device=resolve_device(params.device),  # model-side work on the GPU when there is one; metrics numpy
     )
     result = {"run": run, "group": params.run(run).group, "setup": setup, "model": model_name, "seed": seed,
-              "model_params": params.model(model_name).record(), "setup_params": _asdict(s), **result}
+              "model_params": params.model(model_name).record(), "setup_params": s.record(), **result}
     write_json(paths.metrics_file(run, params.run(run).group), result)
     return result
 

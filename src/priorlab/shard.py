@@ -129,7 +129,7 @@ def pretrain_cost(params, setup: str) -> float:
 
 def cell_costs(params) -> dict[str, tuple[str | None, float]]:
     """The study cells of ``params`` (the stages that train a study's models: ``isa_fit@<model>-<seed>``,
-    ``sparse_vae_fit@<rho>``, ``sparse_vae_real``, ``mssc_fit@<model>``), each with the data set stage it reads (None: it
+    ``sparse_vae_fit@<rho>``, ``sparse_vae_real``, ``mssc_fit@<model>-<bars>``, ``mssc_patches@<model>``), each with the data set stage it reads (None: it
     builds its own data) and its estimated cost (training steps × models × cost per step)."""
     from priorlab.experiments.isa_fit import cell_name, study_runs
 
@@ -147,9 +147,10 @@ def cell_costs(params) -> dict[str, tuple[str | None, float]]:
         for rho in sv.rhos:
             cells[f"sparse_vae_fit@{float(rho)!r}"] = (None, max(sv.train.steps, 1) * per_rho)
     ms = params.mssc_study
-    for model in ms.models if ms.bars else []:
-        steps = ms.iterations * len(ms.bars) * len(ms.seeds) + (ms.patch_iterations if ms.patches else 0)
-        cells[f"mssc_fit@{model}"] = (None, float(steps))
+    for model in ms.models:
+        for bars in ms.bars:
+            cells[f"mssc_fit@{model}-{bars}"] = (None, float(ms.iterations * len(ms.seeds)))
+        cells[f"mssc_patches@{model}"] = (None, float(max(ms.patch_iterations, 1) if ms.patches else 1))
     real = [(study, m) for study in (sv.movielens, sv.single_cell) for m in study.models]
     if real:
         cells["sparse_vae_real"] = (None, sum(max(study.train.steps, 1) * study.splits *

@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import shutil
 import sys
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,8 +89,8 @@ class Params:
     train: OptimParams
     runs: dict[str, RunParams]
     threads: int = 0
-    """Threads of every stage's torch and BLAS/OpenMP pools (0: the libraries' default, one per
-    core).  A param, not a property of the machine or of ``make repro``'s worker count: conv nets'
+    """Threads of every stage's torch and BLAS/OpenMP pools; 0 = not set: the libraries' own default
+    (torch and OpenBLAS: one per core of the machine, so results of conv nets then vary by machine).  A param, not a property of the machine or of ``make repro``'s worker count: conv nets'
     results depend on it (MLP results do not), so the same params give the same outputs whether the
     stages run one at a time or side by side."""
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
@@ -122,6 +123,7 @@ class Params:
             if not self.setups[run.setup].pretraining and self.models[run.model].warm_start != "scratch":
                 raise ParamsError(f"runs.{name}: setup {run.setup!r} has pretraining: false, so model "
                                   f"{run.model!r} needs warm_start: scratch")
+        self._check_batches()
         self.evaluate.check("evaluate")
         groups = sorted({run.group for run in self.runs.values()})
         for group in self.evaluate.group_metrics:
@@ -133,6 +135,22 @@ class Params:
         self.sparse_vae_study.check("sparse_vae_study", self)
 
     # convenience lookups used by stages
+    def _check_batches(self) -> None:
+        """A batch larger than the training set would be clamped to it by the trainer: refuse it here,
+        so that the settings the report states are the ones that ran."""
+        used: dict[str, set[str]] = {}
+        for run in self.runs.values():
+            used.setdefault(self.setups[run.setup].dataset, set()).update(("pretrain", "train"))
+        if self.isa_study.setup in self.setups:  # (a name that is not a setup: isa_study.check says so)
+            used.setdefault(self.setups[self.isa_study.setup].dataset, set()).add("isa_study.train")
+        for dataset, phases in sorted(used.items()):
+            n = self.datasets[dataset].n_train
+            for phase in sorted(phases):
+                batch = self.isa_study.train.batch_size if phase == "isa_study.train" else getattr(self, phase).batch_size
+                if batch > n:
+                    raise ParamsError(f"{phase}.batch_size: {batch} is more than the {n} training points of data "
+                                      f"set {dataset!r} (the trainer would use {n}); at most {n}")
+
     def setup(self, name: str) -> SetupParams:
         _one_of("setup", name, tuple(self.setups))
         return self.setups[name]
@@ -156,6 +174,9 @@ class Params:
 def _parse(tp, value, key: str):
     """Convert ``value`` to type ``tp`` or raise :class:`ParamsError` naming ``key``."""
     origin = typing.get_origin(tp)
+    if origin is types.UnionType and type(None) in typing.get_args(tp):  # ``X | None``: null or an X
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        return None if value is None else _parse(inner, value, key)
     if dataclasses.is_dataclass(tp):
         return _parse_dataclass(tp, value, key)
     if origin is Literal:
@@ -238,7 +259,10 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ParamsError(f"{path}: not valid YAML ({exc.__class__.__name__})") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc.__class__.__name__
+        raise ParamsError(f"{path}{where}: not valid YAML: {problem}") from exc
     _check_no_dvc_meta_names(raw or {}, "")  # before the typed parse: names DVC mishandles, whatever the section
     params = parse_params(raw or {})
     _check_dvc_keys(raw)
@@ -324,6 +348,21 @@ def use_profile(name: str, root: str | Path = ".") -> Path:
     return dst
 
 
+def check_machine(path: str | Path = "params.yaml") -> None:
+    """What the file asks of this machine, checked on every call (not part of the file's validation,
+    which holds anywhere): ``device: cuda`` needs a CUDA device here.  A ``ParamsError`` otherwise."""
+    try:
+        device = (yaml.safe_load(Path(path).read_text()) or {}).get("device")
+    except (OSError, yaml.YAMLError):
+        return  # load_params reports it
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ParamsError(f"{path}: device: cuda, but this machine has no CUDA device (torch "
+                              f"{torch.__version__}); use device: auto (CUDA when present) or cpu")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m priorlab.config use PROFILE`` | ``check [--once] [PATH]``."""
     argv = sys.argv[1:] if argv is None else argv
@@ -338,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             if len(rest) <= 1:
                 path = rest[0] if rest else "params.yaml"
                 profile = check_once(path) if once else load_params(path).profile
+                check_machine(path)
                 print(f"ok: profile {profile}")
                 return 0
     except ParamsError as exc:

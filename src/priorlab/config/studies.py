@@ -14,6 +14,25 @@ from priorlab.config.training import EvaluateParams, OptimParams
 
 
 @dataclass(frozen=True)
+class MigChenParams:
+    """Paper 004's claim metric: Chen et al.'s MIG (:mod:`priorlab.metrics.mig_chen`) on ``n_points``
+    ground-truth samples (the paper: the whole data set), each entropy estimated at ``n_samples`` draws
+    (Chen et al.: 10,000), and its noise floor: the same estimate with the factors permuted against the
+    code, ``permutations`` times (:func:`~priorlab.metrics.mig_chen.permutation_floor`)."""
+
+    n_points: int = 10000
+    n_samples: int = 10000
+    permutations: int = 1
+    seed: int = 0
+
+    def check(self, key: str) -> None:
+        _positive(f"{key}.n_points", self.n_points)
+        _positive(f"{key}.n_samples", self.n_samples)
+        _positive(f"{key}.permutations", self.permutations)
+        _non_negative(f"{key}.seed", self.seed)
+
+
+@dataclass(frozen=True)
 class IsaStudyParams:
     """Paper 004's dSprites study (the ``isa_experiments`` stage trains it in-process): every
     ``models`` entry over the β grid (``beta`` of kind vae, ``tc_weight`` of kind beta_tcvae: the
@@ -27,6 +46,7 @@ class IsaStudyParams:
     seeds: list[int] = field(default_factory=lambda: [0, 1])
     train: OptimParams = field(default_factory=lambda: OptimParams(steps=1000, batch_size=64, lr=1e-3))
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+    mig_chen: MigChenParams = field(default_factory=MigChenParams)
 
     GRID: typing.ClassVar[dict[str, str]] = {"vae": "beta", "beta_tcvae": "tc_weight", "factor_vae": "gamma"}
 
@@ -46,6 +66,7 @@ class IsaStudyParams:
                 _non_negative(f"{key}.{name}[{i}]", v)
         self.train.check(f"{key}.train")
         self.evaluate.check(f"{key}.evaluate")
+        self.mig_chen.check(f"{key}.mig_chen")
 
 
 @dataclass(frozen=True)
@@ -84,7 +105,8 @@ class SupervisedCeilingParams:
 
 @dataclass(frozen=True)
 class MsscStudyParams:
-    """Paper 000's study (one ``mssc_fit`` stage per model, aggregated by ``mssc_experiments``): every ``models``
+    """Paper 000's study (an ``mssc_fit`` stage per model and bars entry, an ``mssc_patches`` stage per
+    model, aggregated by ``mssc_experiments``): every ``models``
     entry (kinds mssc / linear_ssc, H = 2R) on every ``bars`` data set entry (each ``seeds`` value
     shifts the entry's data seed and the model seed) for ``iterations`` full-batch EM iterations,
     recovery at correlation ``threshold``; dictionaries of the ``models`` on the ``patches`` entry

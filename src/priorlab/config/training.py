@@ -7,7 +7,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
-from priorlab.config.checks import _non_negative, _one_of, _positive
+from priorlab.config.checks import ParamsError, _non_negative, _one_of, _positive
 from priorlab.metric_registry import DEFAULT_METRICS, METRICS
 
 
@@ -19,8 +19,12 @@ class SetupParams:
     latent_dim: int
     encoder: Literal["mlp", "conv"] = "mlp"
     decoder: Literal["mlp", "conv"] = "mlp"
-    hidden: list[int] = field(default_factory=lambda: [256, 256])
+    hidden: list[int] = field(default_factory=lambda: [256, 256])  # the MLP encoder's layers (conv: its dense layer)
     channels: list[int] = field(default_factory=lambda: [32, 32, 64, 64])
+    # the MLP decoder's layers: None = ``hidden`` reversed (a mirrored net); its activation between them
+    # (paper 004 A.4: three tanh layers of 1200 after Chen et al.'s ReLU encoder)
+    decoder_hidden: list[int] | None = None
+    decoder_activation: Literal["relu", "tanh"] = "relu"
     likelihood: str = "bernoulli"  # a name in priorlab.likelihoods.LIKELIHOODS
     # Gaussian likelihood: fixed observation std, or "learned" per feature
     obs_std: float = 0.1
@@ -42,6 +46,23 @@ class SetupParams:
         for i, c in enumerate(self.channels):
             _positive(f"{key}.channels[{i}]", c)
         _positive(f"{key}.obs_std", self.obs_std)
+        for i, h in enumerate(self.decoder_hidden or []):
+            _positive(f"{key}.decoder_hidden[{i}]", h)
+        _one_of(f"{key}.decoder_activation", self.decoder_activation, ("relu", "tanh"))
+        if self.decoder != "mlp" and (self.decoder_hidden is not None or self.decoder_activation != "relu"):
+            raise ParamsError(f"{key}.decoder_hidden / decoder_activation are options of the mlp decoder, "
+                              f"not of {self.decoder!r}")
+
+    def record(self) -> dict:
+        """The settings as recorded with results; the decoder options only where set (so that records of
+        setups without them are those written before the options existed)."""
+        out = dataclasses.asdict(self)
+        for name in self.OPTIONAL:
+            if out[name] == getattr(SetupParams, name, None):
+                del out[name]
+        return out
+
+    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("decoder_hidden", "decoder_activation")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from priorlab.experiments.claims import Criterion, md_table, verdict_text
 ELBO_EFFECT = 0.5  # nats per observation
 CONTRAST_EFFECT = 0.05
 BARS_RATE = 0.9  # this project's threshold: the paper's supplement reports no recovery rate to compare with
-MIG_FLOOR = 0.05  # below this everywhere, MIG is noise for a 10-latent code on these metric samples
 MIG_MARGIN = 0.01
 ACCURACY_GOAL = 0.95  # paper 001 sec. 4.2, the criterion written first (absolute)
 RELATIVE_GOAL = 0.95  # issue 10: share of the supervised ceiling (written second)
@@ -114,8 +113,11 @@ _CRITERIA = [
     # ---------------------------------------------------------------- 004 ISA-VAE
     Criterion("004.isa_mig", "004 fig. 3",
               "at equal β, ISA-VAE reaches higher MIG than β-VAE, most clearly at β ∈ {1, 2} (0.20 vs 0.14; 0.41 vs 0.28)",
-              "MIG(ISA-VAE) − MIG(β-VAE) at each β ∈ {1, 2}, over seeds (Welch)", ">", MIG_MARGIN, combine="all",
-              precondition=f"some run at those β reaches MIG ≥ {MIG_FLOOR} (above the noise floor of random codes)"),
+              "Chen et al.'s MIG without shape, ISA-VAE − β-VAE at each β ∈ {1, 2}, over seeds (Welch)", ">",
+              MIG_MARGIN, combine="all",
+              precondition="at each of those β the median of one model or the other is above the estimator's noise "
+                           "floor, measured: the largest MIG of the runs there with the factors permuted against "
+                           "the code"),
 ]
 CRITERIA: dict[str, Criterion] = {c.key: c for c in _CRITERIA}
 
@@ -208,6 +210,12 @@ HISTORY: list[Change] = [
            "if no run there reaches MIG ≥ 0.05", "no", "b2b1005", _ISSUE26 + "; a score at its noise floor makes "
            "the claim untestable (the old code returned undecided only when every score was below the floor, but "
            "reported no)", "3a171bf4de7b"),
+    Change("004.isa_mig", "2026-11-27", "MIG(ISA-VAE) − MIG(β-VAE) at each β ∈ {1, 2}, over seeds (Welch): 95 % "
+           "interval > 0.01 at every part; untestable unless some run at those β reaches MIG ≥ 0.05 (above the "
+           "noise floor of random codes)", "inconclusive", "9eeef72", "issue 27: the paper's metric (Chen et al.'s "
+           "estimator, shape left out, on 10,000 points) instead of the histogram MIG with shape on 300 points, and "
+           "a noise floor measured for these very runs (factors permuted against the code) instead of a fixed 0.05",
+           "224201712ac1"),
 ]
 
 
@@ -230,9 +238,12 @@ def changes_table(claims: list[dict]) -> list[str]:
     rows = []
     for c in claims:
         base = c["key"].split("/")[0]
-        for ch in history(base) if base in CRITERIA else []:
-            rows.append([c["paper"], c["claim"], ch.old, f"{ch.old_verdict} ({ch.commit})", c["criterion"],
-                         verdict_text(c["verdict"]), f"{ch.date}: {ch.why}"])
+        changes = history(base) if base in CRITERIA else []
+        for ch, after in zip(changes, changes[1:] + [None]):  # a later change's old rule is this one's new
+            new, verdict = ((after.old, f"{after.old_verdict} ({after.commit})") if after is not None
+                            else (c["criterion"], verdict_text(c["verdict"])))
+            rows.append([c["paper"], c["claim"], ch.old, f"{ch.old_verdict} ({ch.commit})", new, verdict,
+                         f"{ch.date}: {ch.why}"])
     if not rows:
         return []
     return md_table(["paper", "claim", "old criterion", "old verdict", "new criterion", "new verdict", "why"], rows)

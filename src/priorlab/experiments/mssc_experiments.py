@@ -191,17 +191,20 @@ def write_report(params: Params, rows: list[dict], patches: list[dict], claims: 
 
 
 def read_cells(params: Params) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The bars rows and patch rows of every ``mssc_fit`` cell, in the study's order (bars entry, then
-    model, then seed; patches by model); a ``UserError`` naming the first missing cell."""
+    """The bars rows of every ``mssc_fit`` cell and the patch rows of every ``mssc_patches`` cell, in
+    the study's order (bars entry, then model, then seed; patches by model); a ``UserError`` naming the
+    first missing cell."""
     study = params.mssc_study
-    cells = {}
-    for model in study.models if study.bars else []:
-        path = cell_dir(model) / "rows.json"
+
+    def cell(model: str, part: str, stage: str) -> dict[str, Any]:
+        path = cell_dir(model, part) / "rows.json"
         if not path.is_file():
-            raise UserError(f"{path} is missing: stage mssc_fit@{model} has not run (dvc repro mssc_experiments runs it)")
-        cells[model] = read_json(path)
-    rows = [r for bars in study.bars for model in cells for r in cells[model]["rows"] if r["bars"] == bars]
-    return rows, [p for model in cells for p in cells[model]["patches"]]
+            raise UserError(f"{path} is missing: stage {stage} has not run (dvc repro mssc_experiments runs it)")
+        return read_json(path)
+
+    rows = [r for bars in study.bars for model in study.models
+            for r in cell(model, bars, f"mssc_fit@{model}-{bars}")["rows"]]
+    return rows, [p for model in study.models for p in cell(model, "patches", f"mssc_patches@{model}")["patches"]]
 
 
 def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:

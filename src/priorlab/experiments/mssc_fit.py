@@ -1,11 +1,13 @@
-"""One cell of paper 000's study (the ``mssc_fit`` stage, one per ``mssc_study.models`` entry): the
-model on every ``bars`` data set entry at every seed (the seed shifts the entry's data seed and seeds
-the model: W initialisation, sampler), ``iterations`` full-batch EM iterations each
-(:class:`~priorlab.models.mssc.SparseCodingModel.train_step`), and its dictionary on the ``patches``
-entry.  A cell groups a model's runs because a bars model trains in a second or two, less than a stage
-process takes to start.  Writes ``models/mssc_experiments/<model>/`` (``<bars>-<seed>.pt``,
-``patches.pt``, ``rows.json``) and ``metrics/mssc_experiments/<model>.json``; the ``mssc_experiments``
-stage aggregates the cells (:mod:`.mssc_experiments`).
+"""The cells of paper 000's study.  ``mssc_fit`` (``matrix`` over ``mssc_study.models`` × ``mssc_study.bars``):
+one model on one bars data set entry at every seed (the seed shifts the entry's data seed and seeds the
+model: W initialisation, sampler), ``iterations`` full-batch EM iterations each
+(:class:`~priorlab.models.mssc.SparseCodingModel.train_step`); ``mssc_patches`` (one per model): its
+dictionary on the ``patches`` entry.  A cell groups the seeds because a bars model trains in a second or
+two, less than a stage process takes to start; it is one bars entry, not all, so that a cell stays
+within a few minutes on the cpu profile and a new bars entry adds cells without rerunning the others.
+Writes ``models/mssc_experiments/<model>/<bars>/`` (``<seed>.pt``, ``rows.json``) with
+``metrics/mssc_experiments/<model>-<bars>.json``, and ``models/mssc_experiments/<model>/patches/``
+(``model.pt``, ``rows.json``); the ``mssc_experiments`` stage aggregates them (:mod:`.mssc_experiments`).
 
 Measured per run: bars recovery (:func:`~priorlab.data.bars.bars_recovery`, Hungarian matching,
 correlation ≥ ``threshold``), active latents per training point (latents non-zero in the posterior
@@ -140,40 +142,74 @@ def _patches_run(params: Params, model: str) -> tuple[dict[str, Any], Any]:
             "train_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}, m
 
 
-def cell_dir(model: str) -> Path:
-    return paths.MODELS / NAME / model
+def cell_dir(model: str, part: str) -> Path:
+    """A cell's model folder: ``part`` is a bars entry (``mssc_fit``) or ``patches`` (``mssc_patches``)."""
+    return paths.MODELS / NAME / model / part
 
 
-def run_mssc_fit(params: Params, model: str) -> Path:
-    """``mssc_fit@<model>``: every bars run and the patch dictionary of one ``mssc_study.models``
-    entry; writes its model folder atomically (a killed stage leaves none) and its metrics file."""
+DROP = ("train_s", "cpu_s")  # the log, not the outputs: reruns are byte-identical
+
+
+def _write_cell(out: Path, fill) -> None:
+    """Write a cell folder atomically: ``fill(tmp)`` writes into a temporary sibling that replaces
+    ``out`` only when it is complete (a killed stage leaves no cell)."""
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    fill(tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)
+
+
+def _report(label: str, rows: list[dict]) -> None:
+    print(f"{label}: {sum(r['train_s'] for r in rows):.0f} s wall, {sum(r['cpu_s'] for r in rows):.0f} CPU s "
+          "in the fits", flush=True)
+
+
+def run_mssc_fit(params: Params, model: str, bars: str) -> Path:
+    """``mssc_fit@<model>-<bars>``: every seed of one ``mssc_study.models`` entry on one bars entry;
+    writes its model folder atomically and its metrics file."""
     from priorlab.pipeline import save_model
 
     study = params.mssc_study
-    if not study.bars or model not in study.models:
-        raise ParamsError(f"mssc_study has no cell {model!r} (models {study.models}"
-                          f"{', bars empty: the study is off' if not study.bars else ''})")
-    out = cell_dir(model)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    rows, patches = [], []
-    for bars in study.bars:
+    if model not in study.models or bars not in study.bars:
+        raise ParamsError(f"mssc_study has no cell {model}-{bars} (models {study.models}, bars {study.bars}"
+                          f"{': the study is off' if not study.bars else ''})")
+    rows = []
+
+    def fill(tmp: Path) -> None:
         for seed in study.seeds:
             row, fitted = bars_run(params, bars, model, seed)
-            save_model(tmp / f"{bars}-{seed}.pt", fitted, {"bars": bars, "model": model, "seed": seed})
+            save_model(tmp / f"{seed}.pt", fitted, {"bars": bars, "model": model, "seed": seed})
             rows.append(row)
-    if study.patches:
-        patch, fitted = patches_run(params, model)
-        save_model(tmp / "patches.pt", fitted, {"patches": study.patches, "model": model})
-        patches.append(patch)
-    print(f"{model}: {sum(r['train_s'] for r in rows + patches):.0f} s wall, "
-          f"{sum(r['cpu_s'] for r in rows + patches):.0f} CPU s in the fits", flush=True)
-    drop = ("train_s", "cpu_s")  # the log, not the outputs: reruns are byte-identical
-    write_json(tmp / "rows.json", {"rows": [{k: v for k, v in r.items() if k not in drop} for r in rows],
-                                   "patches": [{k: v for k, v in p.items() if k not in drop} for p in patches]})
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.replace(out)
-    write_json(paths.METRICS / NAME / f"{model}.json",
+        _report(f"{model} on {bars}", rows)
+        write_json(tmp / "rows.json", {"rows": [{k: v for k, v in r.items() if k not in DROP} for r in rows]})
+
+    out = cell_dir(model, bars)
+    _write_cell(out, fill)
+    write_json(paths.METRICS / NAME / f"{model}-{bars}.json",
                {f"{r['bars']}-{r['seed']}": {"n_recovered": r["n_recovered"], "min_correlation": r["min_correlation"],
                                              "sigma2": r["sigma2"], "pi": r["pi"]} for r in rows})
+    return out
+
+
+def run_mssc_patches(params: Params, model: str) -> Path:
+    """``mssc_patches@<model>``: the dictionary one ``mssc_study.models`` entry learns on the ``patches``
+    entry (none when ``patches`` is empty: its rows.json says so); writes its model folder atomically."""
+    from priorlab.pipeline import save_model
+
+    study = params.mssc_study
+    if model not in study.models:
+        raise ParamsError(f"mssc_study has no model {model!r} (models {study.models})")
+
+    def fill(tmp: Path) -> None:
+        patches = []
+        if study.patches:
+            patch, fitted = patches_run(params, model)
+            save_model(tmp / "model.pt", fitted, {"patches": study.patches, "model": model})
+            patches.append(patch)
+            _report(f"{model} on {study.patches}", patches)
+        write_json(tmp / "rows.json", {"patches": [{k: v for k, v in p.items() if k not in DROP} for p in patches]})
+
+    out = cell_dir(model, "patches")
+    _write_cell(out, fill)
     return out

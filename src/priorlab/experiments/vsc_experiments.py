@@ -165,6 +165,7 @@ def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | N
     # validation set (fresh smileys drawn with their own seed), never on the test set the claims use
     val = validation_smileys(params, runs[0])
     val_contrast: dict[tuple[int, str], list[float]] = {}
+    first_seed = min(params.run(run).seed for run in runs)
     for run in runs:
         model, data = load_trained(params, run)
         sets = {"fresh": (data.arrays["x_test"][:, 0], data.arrays["presence_test"].astype(bool),
@@ -179,7 +180,9 @@ def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | N
             x = data.prepare(torch.as_tensor(np.asarray(images)[:, None]))
             # presence-aware DCI (22 classifiers) on the fresh split only: on the authors' set the
             # correlation summaries and MIG (the paper's figure is a correlation matrix)
-            wanted = tuple(m for m in ev.metrics if name == "fresh" or m != "dci")
+            # presence-aware DCI (22 classifiers, the stage's largest cost; no claim uses it) on the fresh
+            # split of the first seed's runs only: on the authors' set the correlation summaries and MIG
+            wanted = tuple(m for m in ev.metrics if m != "dci" or (name == "fresh" and spec.seed == first_seed))
             results[run][name] = smiley_scores(encode(model, x), presence, sources, ev.n_bins,
                                                ev.active_threshold, ev.dci_backend, ev.seed, wanted,
                                                2 * ev.metric_num_test, ev.n_jobs)
@@ -208,8 +211,8 @@ def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | N
               + ", ".join(f"d={d}: {results[r]['label']}" for d, r in sorted(chosen.items())), ""]
     for name in ("fresh", *test_sets):
         lines += [f"### Test set: {name}", ""]
-        if name != "fresh":
-            lines += ["Presence-aware DCI (22 classifiers per model) is computed on the fresh split only.", ""]
+        lines += [f"Presence-aware DCI (22 classifiers per model; no claim uses it) is computed on the fresh split "
+                  f"for the runs of seed {first_seed} only (nan elsewhere).", ""]
         rows = []
         for run, r in results.items():
             s = r[name]

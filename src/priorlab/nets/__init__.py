@@ -25,11 +25,14 @@ def build_encoder(kind: str, obs_shape, out_features: int, hidden: list[int], ch
 
 
 def build_decoder(
-    kind: str, latent_dim: int, obs_shape, params_per_feature: int, hidden: list[int], channels: list[int]
+    kind: str, latent_dim: int, obs_shape, params_per_feature: int, hidden: list[int], channels: list[int],
+    decoder_hidden: list[int] | None = None, activation: str = "relu",
 ) -> nn.Module:
-    """Decoder body mapping codes to ``params_per_feature`` maps per observation channel."""
+    """Decoder body mapping codes to ``params_per_feature`` maps per observation channel; the MLP's
+    layers are ``decoder_hidden``, or the encoder's ``hidden`` reversed when None."""
     if kind == "mlp":
-        return MLPDecoder(latent_dim, list(reversed(hidden)), obs_shape, params_per_feature)
+        layers = list(reversed(hidden)) if decoder_hidden is None else list(decoder_hidden)
+        return MLPDecoder(latent_dim, layers, obs_shape, params_per_feature, activation)
     if kind == "conv":
         return ConvDecoder(latent_dim, channels, hidden[-1] if hidden else 256, obs_shape, params_per_feature)
     raise ValueError(f"unknown decoder {kind!r}; allowed: mlp, conv")
@@ -40,9 +43,8 @@ def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: i
     so that comparisons are fair (the posterior family sets ``params_per_dim`` of the encoder)."""
     likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
     encoder = build_encoder(setup.encoder, obs_shape, params_per_dim * setup.latent_dim, setup.hidden, setup.channels)
-    decoder = build_decoder(
-        setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_feature, setup.hidden, setup.channels
-    )
+    decoder = build_decoder(setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_feature, setup.hidden,
+                            setup.channels, setup.decoder_hidden, setup.decoder_activation)
     return encoder, decoder, likelihood
 
 

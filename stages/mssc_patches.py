@@ -1,0 +1,9 @@
+"""DVC stage `mssc_patches`: see :func:`priorlab.experiments.mssc_fit.run_mssc_patches`."""
+
+import sys
+
+from priorlab.cli import run_stage
+from priorlab.experiments.mssc_fit import run_mssc_patches
+
+if __name__ == "__main__":
+    sys.exit(run_stage(run_mssc_patches, "model"))
