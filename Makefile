@@ -6,7 +6,7 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv datasets repro shard collect test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
+.PHONY: venv datasets demo repro shard collect test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
 REV ?= HEAD
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -32,6 +32,16 @@ GPUS ?=
 repro: venv $(DATASETS_OK)   ## the whole DVC pipeline on the profile in params.yaml (default: cpu), JOBS stages side by side [GPUS=0,1,..: one per worker]
 	$(BIN)/python -m priorlab.config check --once
 	$(BIN)/python -m priorlab.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
+
+DEMO ?= .demo
+DEMO_TARGETS ?=
+demo: venv $(DATASETS_OK)  ## a first look: the tiny profile in a throw-away git worktree ($(DEMO)/) of HEAD; this checkout's results stay as they are
+	rm -rf $(DEMO) && git worktree prune
+	git worktree add --detach --quiet $(DEMO) HEAD
+	ln -s $(abspath .datasets) $(DEMO)/.datasets
+	cd $(DEMO) && PYTHONPATH=$(abspath $(DEMO))/src $(abspath $(BIN))/python -m priorlab.config use tiny
+	cd $(DEMO) && PYTHONPATH=$(abspath $(DEMO))/src $(abspath $(BIN))/python -m priorlab.repro -j $(JOBS) $(DEMO_TARGETS)
+	@echo "demo: the tiny profile's results are in $(DEMO)/reports/ (README.md); remove them with: git worktree remove --force $(DEMO)"
 
 SHARD ?=
 shard: venv datasets   ## make shard SHARD=i/n [JOBS=..] [GPUS=..]: this machine's share of the runs, pushed to the default DVC remote

@@ -227,3 +227,22 @@ def test_real_data_subsets(tmp_path):
     arrays = build_arrays(binary)
     assert set(np.unique(arrays["x_train"])) <= {0, 1}
     assert np.array_equal(arrays["labels_train"], data.labels("train"))  # same subset, same seed
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002])
+def test_outputs_get_the_umasks_mode_not_mkstemps_0600(tmp_path, umask):
+    """A lab group reads the results: atomic writes give files the mode a plain write would."""
+    import os
+
+    from priorlab.io import atomic_path, write_bytes_atomic, write_json
+
+    old = os.umask(umask)
+    try:
+        write_json(tmp_path / "a.json", {"x": 1})
+        write_bytes_atomic(tmp_path / "b.bin", b"1")
+        with atomic_path(tmp_path / "c.pt") as tmp:
+            tmp.write_bytes(b"2")
+    finally:
+        os.umask(old)
+    for name in ("a.json", "b.bin", "c.pt"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask, name

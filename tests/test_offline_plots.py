@@ -260,3 +260,10 @@ def test_plots_diff_page_draws_both_revisions_with_the_network_blocked(tmp_path)
     dom, img, requested = _browse(browser, cdn, tmp_path / "cdn")
     assert any("cdn.jsdelivr.net" in url for url in requested)  # the page's requests are seen ... and blocked
     assert "<canvas" not in dom and _n_colours(img) == 1
+
+
+def test_plot_titles_have_no_quotes():
+    """DVC makes a plot's title its page element id: a quote in it breaks the page's script (that plot
+    draws nothing)."""
+    for plot_id, _ in plot_definitions():
+        assert not set("'\"`") & set(plot_id), plot_id

@@ -271,3 +271,20 @@ def test_parallel_runner_matches_serial_dvc_repro(project, tmp_path):
         assert outs == [(o["path"], o["md5"]) for o in parallel[name].get("outs", [])], name
     # the outputs kept in git (cache: false) hash the same too: byte-identical, no wall-clock fields
     assert len(serial) > 30
+
+
+@pytest.mark.slow
+def test_make_demo_runs_the_tiny_profile_in_a_worktree_and_leaves_the_checkout_alone(tmp_path):
+    """Issue 29: a newcomer's first look (`make demo`) must not touch the committed results."""
+    if shutil.which("make") is None or shutil.which("git") is None:
+        pytest.skip("make and git are needed")
+    dst = copy_project(ROOT, tmp_path / "p")  # a git repository with one commit
+    params = (dst / "params.yaml").read_text()
+    venv = Path(sys.executable).parents[1]
+    done = sh(dst, "make", "-o", f"{venv}/bin/.installed", "-o", ".datasets/.installed", "demo", f"VENV={venv}",
+              "DEMO_TARGETS=data@smiley")
+    assert "demo: the tiny profile's results are in .demo/reports/" in done.stdout
+    assert (dst / ".demo" / "params.yaml").read_text().splitlines()[2] == "profile: tiny"
+    assert (dst / ".demo" / "data" / "smiley").is_dir() and not (dst / "data" / "smiley").exists()
+    assert (dst / "params.yaml").read_text() == params
+    assert sh(dst, "git", "status", "--porcelain").stdout == ""  # nothing of the checkout changed

@@ -50,3 +50,28 @@ def test_settings_name_the_models_with_their_own_train_steps():
     params = load_params(Path(__file__).resolve().parents[1] / "profiles" / "cpu.yaml")
     rows = dict(settings_frame(params).itertuples(index=False))
     assert "fmvae_ss 1500" in rows["train steps set per model"] and "vae " not in rows["train steps set per model"]
+
+
+def test_training_curves_draw_only_the_terms_a_model_logged_without_warnings(tmp_path):
+    """A model fitted in closed form (PPCA) logs no ELBO terms: one panel saying so, not empty panels
+    with matplotlib's "No artists with labels" warning; a model logging one term gets one panel."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    from priorlab.plots import curves
+
+    drawn = []
+    real_subplots = plt.subplots
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        curves.plt.subplots = lambda *a, **k: drawn.append(a[:2]) or real_subplots(*a, **k)
+        try:
+            curves.plot_training_curves([tmp_path / "none"], tmp_path / "empty.png", title="ppca")
+            live = tmp_path / "live" / "train"
+            (live / "plots" / "metrics" / "train").mkdir(parents=True)
+            (live / "plots" / "metrics" / "train" / "kl.tsv").write_text("step\tkl\n0\t1.0\n1\t0.5\n")
+            curves.plot_training_curves([live], tmp_path / "one.png")
+        finally:
+            curves.plt.subplots = real_subplots
+    assert drawn == [(1, 1), (1, 1)] and (tmp_path / "empty.png").is_file() and (tmp_path / "one.png").is_file()

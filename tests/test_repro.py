@@ -257,3 +257,134 @@ def test_dvc_still_reads_params_through_the_function_the_runner_replaces(project
         finally:
             dvc_param.read_param_file = patched
     assert calls and all(str(c).endswith("params.yaml") for c in calls)
+
+
+# --------------------------------------------------------------------------- the runner owns its stages (issue 29)
+
+LONG_STAGE = """\
+import os, sys, time
+from pathlib import Path
+from priorlab.runtime import die_with_runner
+die_with_runner()
+Path("long.pid").write_text(str(os.getpid()))
+for i in range(int(os.environ.get("LONG_S", "60")) * 10):
+    time.sleep(0.1)
+    Path("long.progress").write_text(str(i))  # what an orphan would go on writing
+Path("long.txt").write_text("done")
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for a reaper counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _wait_for(path: Path, timeout: float = 30.0) -> None:
+    deadline = __import__("time").monotonic() + timeout
+    while not path.exists():
+        assert __import__("time").monotonic() < deadline, f"{path} never appeared"
+        __import__("time").sleep(0.05)
+
+
+@pytest.fixture()
+def long_project(project):
+    (project / "long.py").write_text(LONG_STAGE)
+    spec = {"stages": {"quick": {"cmd": "echo quick > quick.txt", "outs": ["quick.txt"]},
+                       "long": {"cmd": f"{sys.executable} long.py", "deps": ["long.py"], "outs": ["long.txt"]}}}
+    (project / "dvc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return project
+
+
+def _runner(project: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "priorlab.repro", "-j", "2", *args], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+
+
+def test_a_stage_dies_with_its_runner_even_on_kill_9_and_the_next_run_needs_no_manual_step(long_project):
+    import signal as sig
+    import time
+
+    runner = _runner(long_project)
+    _wait_for(long_project / "long.progress")
+    pid = int((long_project / "long.pid").read_text())
+    runner.send_signal(sig.SIGKILL)
+    runner.wait(10)
+    time.sleep(2.0)
+    assert not _alive(pid), "the stage outlived its runner"
+    progress = (long_project / "long.progress").read_text()
+    time.sleep(0.5)
+    assert (long_project / "long.progress").read_text() == progress  # nothing writes on after the runner
+    os.environ["LONG_S"] = "0"
+    try:
+        assert _run("-j", "2") == 0
+    finally:
+        del os.environ["LONG_S"]
+    assert (long_project / "long.txt").read_text() == "done"
+    assert "changed" not in _dvc(long_project, "status").stdout
+
+
+def test_sigint_stops_the_running_stages_records_the_finished_ones_and_ends_in_one_line(long_project):
+    import signal as sig
+
+    runner = _runner(long_project)
+    _wait_for(long_project / "long.pid")
+    _wait_for(long_project / "quick.txt")
+    pid = int((long_project / "long.pid").read_text())
+    runner.send_signal(sig.SIGINT)
+    out, err = runner.communicate(timeout=30)
+    assert runner.returncode == 130
+    assert err.strip().splitlines() == [err.strip()] and err.startswith("interrupted (SIGINT): stopped 1 running "
+                                                                         "stage(s) (long); 1 finished")
+    assert "Traceback" not in out + err and not _alive(pid)
+    lock = yaml.safe_load((long_project / "dvc.lock").read_text())
+    assert "quick" in lock["stages"] and "long" not in lock["stages"]
+
+
+def test_a_second_runner_while_one_runs_is_one_line(long_project):
+    import signal as sig
+
+    first = _runner(long_project, "long")
+    _wait_for(long_project / "long.pid")
+    second = _runner(long_project, "quick")
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 2 and "Traceback" not in err
+    assert err.strip().splitlines() == [err.strip()] and "holds this project's lock" in err
+    first.send_signal(sig.SIGTERM)
+    _, err = first.communicate(timeout=30)
+    assert first.returncode == 143 and err.startswith("interrupted (SIGTERM)")
+
+
+def _runner_done(project: Path, *args: str) -> subprocess.CompletedProcess:
+    """The runner in its own process (DVC's logger, set up in-process by an earlier test, may hold a
+    closed capture stream)."""
+    return subprocess.run([sys.executable, "-m", "priorlab.repro", *args], cwd=project, capture_output=True,
+                          text=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+
+
+def test_record_writes_the_lock_of_outputs_on_disk_without_running(project):
+    assert _runner_done(project, "-j", "2").returncode == 0
+    spec = yaml.safe_load((project / "dvc.yaml").read_text())
+    spec["stages"]["a"]["cmd"] += "  # a comment: the command changed, its output did not"
+    (project / "dvc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert "changed" in _dvc(project, "status").stdout
+    start = (project / "a.start").read_text()
+    done = _runner_done(project, "--record", "a")
+    assert done.returncode == 0 and "recorded 1 stage(s)" in done.stdout, done.stderr
+    assert (project / "a.start").read_text() == start  # nothing ran
+    assert "up to date" in _dvc(project, "status").stdout
+
+
+def test_a_stage_that_does_not_write_its_output_fails_in_one_line(project):
+    spec = yaml.safe_load((project / "dvc.yaml").read_text())
+    spec["stages"]["b"]["cmd"] = "true"  # exits 0, writes nothing
+    (project / "dvc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    done = _runner_done(project, "-j", "2")
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    assert "error: stage b exited 0 but DVC cannot record it: output 'b.txt' does not exist" in done.stdout
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    assert "a" in lock["stages"] and "b" not in lock["stages"]

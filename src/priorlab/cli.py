@@ -16,7 +16,7 @@ from typing import Callable
 
 from priorlab.config import load_params
 from priorlab.errors import UserError
-from priorlab.runtime import keep_freed_buffers
+from priorlab.runtime import die_with_runner, keep_freed_buffers
 
 USER_ERRORS = (UserError, FileNotFoundError)
 
@@ -41,6 +41,7 @@ def run_stage(fn: Callable, *args: str, argv: list[str] | None = None) -> int:
     """Run ``fn(params, *parsed args)``; ``args`` name the stage's command-line options.  Applies the
     process settings of :mod:`priorlab.runtime` first."""
     keep_freed_buffers()
+    die_with_runner()
     parser = argparse.ArgumentParser(description=(fn.__doc__ or "").strip().splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="parameter file (default: params.yaml)")
     for name in args:

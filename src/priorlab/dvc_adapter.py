@@ -60,6 +60,22 @@ def require_tested_dvc(version: str | None = None) -> None:
                         f"install the pinned one (pip install -r requirements.txt) or run plain `dvc repro`")
 
 
+def user_situation(exc: BaseException) -> str | None:
+    """One line for a DVC exception that is a user's situation, not a bug (None for any other):
+    another DVC process holding the repository lock, or a checkout that would overwrite a file DVC
+    has not cached."""
+    from dvc.exceptions import ConfirmRemoveError
+    from dvc.lock import LockError
+
+    if isinstance(exc, LockError):
+        return ("another DVC process (`make repro`, `dvc repro`, `dvc exp run`, ...) holds this project's lock "
+                "(.dvc/tmp/lock): wait for it to end, or stop it, then run again")
+    if isinstance(exc, ConfirmRemoveError):
+        return (f"DVC will not overwrite a file it has not cached ({exc}): a stage of an interrupted run wrote it; "
+                "delete that file (or `dvc checkout --force <stage>`), then run again")
+    return None
+
+
 # --------------------------------------------------------------------------- the project and its stages
 
 
@@ -137,12 +153,22 @@ def restore(repo, stage) -> bool:
     return True
 
 
+class RecordError(UserError):
+    """DVC could not record a stage whose command exited 0 (e.g. it did not write a declared output)."""
+
+
 def save_run(stage) -> None:
     """Save and commit ``stage`` after its command exited 0, as ``Stage.run`` does: with a run-cache
-    entry unless it has an uncached plain output (not a metric or plot)."""
+    entry unless it has an uncached plain output (not a metric or plot).  A :class:`RecordError` when
+    DVC cannot (a declared output missing, ...)."""
+    from dvc.exceptions import DvcException
+
     no_cache_outs = any(not o.use_cache for o in stage.outs if not (o.is_metric or o.is_plot))
-    stage.save(run_cache=not no_cache_outs)
-    stage.commit()
+    try:
+        stage.save(run_cache=not no_cache_outs)
+        stage.commit()
+    except DvcException as exc:
+        raise RecordError(f"stage {stage.addressing} exited 0 but DVC cannot record it: {exc}") from exc
 
 
 def write_lock(stages: Sequence) -> None:

@@ -19,12 +19,22 @@ import numpy as np
 from priorlab.errors import DataError
 
 
+def umask_mode() -> int:
+    """The mode a plain ``open(path, "w")`` gives a new file: 0o666 less the process's umask (``mkstemp``
+    makes 0o600 files, which the rest of a lab group could not read)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` on success."""
+    """Yield a temporary path next to ``path`` (mode: the umask's, as a plain write would give);
+    rename it onto ``path`` on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
+    os.fchmod(fd, umask_mode())
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -35,11 +45,13 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
             tmp_path.unlink()
 
 
-def write_bytes_atomic(path: str | Path, data: bytes, mode: int = 0o644) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and an atomic rename (file mode ``mode``)."""
+def write_bytes_atomic(path: str | Path, data: bytes, mode: int | None = None) -> Path:
+    """Write ``data`` to ``path`` through a temporary file and an atomic rename (file mode ``mode``,
+    default the umask's)."""
     with atomic_path(path, suffix=".part") as tmp:
         tmp.write_bytes(data)
-        os.chmod(tmp, mode)
+        if mode is not None:
+            os.chmod(tmp, mode)
     return Path(path)
 
 

@@ -107,6 +107,16 @@ def claims_section(root: Path) -> list[str]:
             *(["### Criteria changed, with the verdict before and after", "", *changed, ""] if changed else [])]
 
 
+NOT_MEASURED = "—"
+"""A cell of a metric a run does not have (its model lacks the capability, or its group does not
+compute it): a dash, not ``nan``."""
+
+
+def _markdown(frame: pd.DataFrame, **kwargs) -> str:
+    """``frame`` as a Markdown table, missing cells as :data:`NOT_MEASURED`."""
+    return frame.astype(object).where(frame.notna(), None).to_markdown(index=False, missingval=NOT_MEASURED, **kwargs)
+
+
 def write_report(params: Params, results: list[dict[str, Any]], path: str | Path) -> Path:
     """Write the Markdown report and ``results.csv`` beside it."""
     path = Path(path)
@@ -128,11 +138,11 @@ def write_report(params: Params, results: list[dict[str, Any]], path: str | Path
     ]
     summary = summary_frame(frame)
     for group, part in summary.groupby("group", sort=False):
-        lines += [f"### {group}", "", part.drop(columns="group").dropna(axis=1, how="all").to_markdown(index=False), ""]
+        lines += [f"### {group}", "", _markdown(part.drop(columns="group").dropna(axis=1, how="all")), ""]
     lines += [
         "## Every run",
         "",
-        frame.dropna(axis=1, how="all").to_markdown(index=False, floatfmt=".3f"),
+        _markdown(frame.dropna(axis=1, how="all"), floatfmt=".3f"),
         "",
         "## Figures",
         "",

@@ -18,6 +18,14 @@ its whole run:
   entry is written to ``dvc.lock`` (``ProjectFile.dump_stages``, batched);
 * a failing command stops new launches; the running ones finish and are recorded; exit status 1.
 
+The runner owns its stage processes: each runs in a session (process group) of its own, so the
+terminal's Ctrl-C reaches only the runner; on SIGINT or SIGTERM the runner stops every running stage
+(SIGTERM to its group, SIGKILL after :data:`STOP_GRACE_S`), records the stages that finished in
+``dvc.lock`` and exits with one line (status 130 / 143).  A stage also dies with the runner when the
+runner is killed outright (``kill -9``): it watches a pipe whose only writer is the runner
+(:func:`priorlab.runtime.die_with_runner`), so no stage outlives the run that started it and keeps writing
+after DVC's lock is released.
+
 Outputs are those of a serial ``dvc repro``: the same commands with the same inputs, and the torch
 thread count of a stage comes from ``params.yaml`` (``threads``), never from the number of workers.
 Each worker may be pinned to GPUs (``--gpus 0,1``: worker *k* gets ``CUDA_VISIBLE_DEVICES`` = the
@@ -27,10 +35,13 @@ Each worker may be pinned to GPUs (``--gpus 0,1``: worker *k* gets ``CUDA_VISIBL
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,11 +50,15 @@ from typing import Sequence
 from priorlab import dvc_adapter
 from priorlab.dvc_adapter import TESTED_DVC, parse_params_once, require_tested_dvc  # noqa: F401  (re-exported)
 from priorlab.errors import UserError
+from priorlab.runtime import RUNNER_FD
 
 HISTORY = Path(".dvc") / "tmp" / "priorlab-stage-walls.json"
 """Wall time of each stage's last run (written by the runner; DVC's own tmp folder, not tracked).
 The runner starts the ready stage with the longest remaining path first (critical-path list
 scheduling), so long independent stages — the in-process studies — do not end up last."""
+
+STOP_GRACE_S = 10.0
+"""After an interrupt, how long a stopped stage gets to exit on SIGTERM before SIGKILL."""
 
 LOCK_FLUSH_S = 20.0
 """Finished stages are written to ``dvc.lock`` at most this long after they end (DVC rewrites the
@@ -60,6 +75,8 @@ class Outcome:
     max_rss_mib: dict[str, float] = field(default_factory=dict)
     total_s: float = 0.0
     jobs: int = 1
+    stopped: list[str] = field(default_factory=list)  # running when the runner was interrupted
+    signal: int = 0  # the signal that interrupted the run (0: none)
 
     def timings(self) -> dict:
         """What ``--timings`` writes: per stage that ran, its wall time and peak RSS."""
@@ -94,6 +111,19 @@ class _Run:
         self.last_flush = time.monotonic()
         self.stop = False
         self.out = Outcome()
+        # a stage's lifeline: it inherits the read end; the write end stays here, so it closes (and the
+        # stage sees end-of-file) however the runner ends, kill -9 included
+        self.lifeline, self._lifeline_w = os.pipe()
+
+    def close(self) -> None:
+        for fd in (self.lifeline, self._lifeline_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def interrupt(self, signum: int) -> None:
+        """SIGINT / SIGTERM: start nothing more; :meth:`loop` stops the running stages."""
+        self.out.signal = self.out.signal or signum
+        self.stop = True
 
     def flush(self) -> None:
         """Write the finished stages' entries to ``dvc.lock`` in one dump."""
@@ -121,7 +151,9 @@ class _Run:
             return self._finish(stage, "restored")
         slot = self.free.pop(0)
         self.log(f"[worker {slot}] running {name}: {stage.cmd}")
-        proc = subprocess.Popen(stage.cmd, shell=True, cwd=stage.wdir, env={**os.environ, **self.envs[slot]})
+        proc = subprocess.Popen(stage.cmd, shell=True, cwd=stage.wdir, start_new_session=True,
+                                pass_fds=(self.lifeline,),
+                                env={**os.environ, **self.envs[slot], RUNNER_FD: str(self.lifeline)})
         self.running[stage] = (proc, slot, time.monotonic())
 
     def _reap(self) -> None:
@@ -136,19 +168,50 @@ class _Run:
             self.free = sorted(self.free + [slot])
             name = stage.addressing
             self.out.wall_s[name] = time.monotonic() - start
+            if proc.returncode != 0 and self.out.signal:
+                self.log(f"stopped {name}")
+                self.out.stopped.append(name)
+                self.done.add(stage)
+                continue
             if proc.returncode != 0:
                 self.log(f"error: stage {name} failed (exit status {proc.returncode}); "
                          "finishing the running stages, starting no new ones")
                 self.out.failed.append(name)
                 self.stop = True
                 continue
-            dvc_adapter.save_run(stage)
+            try:
+                dvc_adapter.save_run(stage)
+            except dvc_adapter.RecordError as exc:
+                self.log(f"error: {exc}; finishing the running stages, starting no new ones")
+                self.out.failed.append(name)
+                self.stop = True
+                continue
             self.unflushed.append(stage)
             self._finish(stage, "ran")
             self.log(f"[worker {slot}] finished {name} in {self.out.wall_s[name]:.1f} s")
 
+    def _stop_running(self) -> None:
+        """SIGTERM to every running stage's process group; SIGKILL to those still there after the grace."""
+        for proc, _, _ in self.running.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while self.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self._reap()
+        for proc, _, _ in self.running.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        while self.running:
+            time.sleep(0.05)
+            self._reap()
+
     def loop(self) -> Outcome:
         while True:
+            if self.out.signal and self.running:
+                self._stop_running()
+            if self.out.signal:
+                return self.out
             pending = self.todo - self.done - set(self.running)
             ready = sorted((s for s in pending if self.upstream[s] <= self.done),
                            key=lambda s: (-self.rank[s], s.addressing))
@@ -231,11 +294,70 @@ def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequenc
         run.out.jobs = jobs
         start = time.monotonic()
         try:
-            return run.loop()
+            with _signals_to(run):
+                try:
+                    return run.loop()
+                finally:
+                    run.flush()  # still under the run's handlers: a signal now cannot cut dvc.lock short
         finally:
-            run.flush()
+            run.close()
             run.out.total_s = time.monotonic() - start
             _write_history(repo.root_dir, run.out.wall_s)
+
+
+class Interrupted(Exception):
+    """SIGINT / SIGTERM before the runner started any stage (nothing to stop or record)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _signals_to(run: _Run):
+    """SIGINT and SIGTERM go to ``run`` (stop, record, exit) while it runs; outside it they raise
+    :class:`Interrupted` (main thread only: elsewhere, e.g. under a test's thread, nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, lambda signum, frame: run.interrupt(signum)) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def exit_status(signum: int) -> int:
+    """The shell's status of a process ended by ``signum`` (130 for Ctrl-C, 143 for SIGTERM)."""
+    return 128 + int(signum)
+
+
+def debugging() -> bool:
+    """``PRIORLAB_DEBUG=1`` (or ``--debug``): errors keep their traceback instead of one line."""
+    return os.environ.get("PRIORLAB_DEBUG", "") not in ("", "0")
+
+
+def record(targets: Sequence[str] | None = None, root: str | Path = ".", log=print) -> list[str]:
+    """Record the workspace's outputs of ``targets`` (and their upstream; default all) in ``dvc.lock``
+    without running anything, as ``dvc commit --force`` does, in one pass over DVC's index (``dvc commit``
+    re-reads the whole pipeline per target: minutes for this project, seconds here).  For a change that
+    provably leaves outputs as they are (a refactor, a comment); it records whatever is on disk."""
+    require_tested_dvc()
+    with dvc_adapter.open_repo(root) as repo, parse_params_once():
+        stages = dvc_adapter.select(repo, targets)
+        for stage in stages:
+            dvc_adapter.save_run(stage)
+        dvc_adapter.write_lock(stages)
+    log(f"recorded {len(stages)} stage(s) in dvc.lock as they are on disk")
+    return [s.addressing for s in stages]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated CUDA devices, one per worker (sets CUDA_VISIBLE_DEVICES)")
     parser.add_argument("--dry", action="store_true", help="print the stages that are stale now, run nothing")
     parser.add_argument("--timings", default=None, help="write each stage's wall time and peak RSS (JSON) here")
+    parser.add_argument("--debug", action="store_true", help="tracebacks instead of one-line errors (PRIORLAB_DEBUG=1)")
+    parser.add_argument("--record", action="store_true",
+                        help="run nothing: record the outputs on disk in dvc.lock (as `dvc commit --force`, one pass)")
     ns = parser.parse_args(argv)
     gpus = [g.strip() for g in ns.gpus.split(",") if g.strip()] if ns.gpus else None
     try:
@@ -253,15 +378,47 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    start = time.monotonic()
     try:
+        from priorlab.config import check_machine
+
+        check_machine("params.yaml")  # e.g. device: cuda on a machine without CUDA, before DVC removes anything
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if ns.debug:
+        os.environ["PRIORLAB_DEBUG"] = "1"
+    start = time.monotonic()
+    main_thread = threading.current_thread() is threading.main_thread()
+    # until the run takes them over (and after it): no stage is running, so nothing to stop or record
+    previous = {s: signal.signal(s, _raise_interrupted) for s in STOP_SIGNALS} if main_thread else {}
+    try:
+        if ns.record:
+            record(ns.targets, log=lambda m: print(m, flush=True))
+            return 0
         outcome = reproduce(ns.targets, ns.jobs, gpus, dry=ns.dry, log=lambda m: print(m, flush=True))
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as exc:
+        print(f"interrupted ({exc}) before any stage started: nothing ran, nothing changed", file=sys.stderr)
+        return exit_status(exc.signum)
+    except Exception as exc:
+        line = dvc_adapter.user_situation(exc)
+        if line is None or debugging():
+            raise
+        print(f"error: {line} (PRIORLAB_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 2
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     if ns.timings:
         Path(ns.timings).parent.mkdir(parents=True, exist_ok=True)
         Path(ns.timings).write_text(json.dumps(outcome.timings(), indent=2) + "\n")
+    if outcome.signal:
+        print(f"interrupted ({signal.Signals(outcome.signal).name}): stopped {len(outcome.stopped)} running stage(s)"
+              f"{' (' + ', '.join(outcome.stopped) + ')' if outcome.stopped else ''}; {len(outcome.ran)} finished "
+              f"and {len(outcome.restored)} restored are recorded in dvc.lock; rerun to continue", file=sys.stderr)
+        return exit_status(outcome.signal)
     print(f"{len(outcome.ran)} stage(s) {'stale' if ns.dry else 'ran'}, {len(outcome.restored)} restored, "
           f"{len(outcome.skipped)} up to date, {len(outcome.failed)} failed; "
           f"{time.monotonic() - start:.1f} s on {ns.jobs} worker(s)", flush=True)

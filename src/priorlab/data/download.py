@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from priorlab.io import sha256_file
+from priorlab.io import sha256_file, umask_mode
 
 _CHUNK = 1 << 20
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -85,7 +85,7 @@ def fetch(url: str, dest: str | os.PathLike, sha256: str, timeout: float = 60.0)
                 f"{url}: sha256 mismatch for {dest.name}: expected {expected}, got {got}; "
                 f"nothing was written to {dest}. The source serves a different or corrupt file"
             )
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, umask_mode())
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from priorlab.io import umask_mode
+
 #: IDX type code -> big-endian numpy dtype.
 IDX_DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype(np.uint8),
@@ -119,7 +121,7 @@ def write_idx(path: str | os.PathLike, array: np.ndarray, compress: bool | None 
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

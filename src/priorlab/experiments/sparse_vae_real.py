@@ -127,11 +127,17 @@ def _nmf(study: SparseVaeRealParams, seed: int):
 
 
 def _fit_models(params: Params, study: SparseVaeRealParams, x_train, x_test, split: int, label: str, likelihood: str):
-    """Yield (name, kind, fitted model) for every study model on the training rows."""
+    """Yield (name, kind, fitted model) for every study model on the training rows; each model is kept
+    as ``models/sparse_vae_experiments/real/<label>-<split>-<name>.pt`` (the stage's DVC output)."""
+    from priorlab.pipeline import save_model
+
     data = in_memory(f"{label}-{split}", {"x_train": x_train.astype(np.float32), "x_test": x_test.astype(np.float32)})
     for name in study.models:
         spec = params.models[name]
-        yield name, spec.kind, fit_deep(name, spec, study, data, split, likelihood)
+        model = fit_deep(name, spec, study, data, split, likelihood)
+        save_model(paths.MODELS / NAME / REAL_CELL / f"{label}-{split}-{name}.pt", model,
+                   {"data": label, "split": split, "model": spec.record(), "likelihood": likelihood})
+        yield name, spec.kind, model
 
 
 # --- MovieLens ----------------------------------------------------------------------------------
@@ -242,9 +248,12 @@ def real_rows(params: Params) -> dict[str, Any]:
 
 def run_sparse_vae_real(params: Params) -> Path:
     """``sparse_vae_real``: fit and score the real-data models; writes
-    ``models/sparse_vae_experiments/real/rows.json`` and ``metrics/sparse_vae_experiments/real.json``
-    (the fitted nets are scored in-process and not kept)."""
+    ``models/sparse_vae_experiments/real/`` (``rows.json`` and every fitted net) and
+    ``metrics/sparse_vae_experiments/real.json``."""
+    import shutil
+
     out = paths.MODELS / NAME / REAL_CELL
+    shutil.rmtree(out, ignore_errors=True)  # only this run's nets
     rows = real_rows(params)
     write_json(out / "rows.json", rows)
     write_json(paths.METRICS / NAME / f"{REAL_CELL}.json",

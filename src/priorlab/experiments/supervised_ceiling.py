@@ -21,6 +21,7 @@ weights with the best validation accuracy: the points the semi-supervised runs a
 from __future__ import annotations
 
 import copy
+import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
 NAME = "supervised_ceiling"
 OUT_FILE = paths.METRICS / "fmvae_experiments" / f"{NAME}.json"
+MODELS = paths.MODELS / NAME  # the classifiers (DVC cache)
 RELATIVE_GOAL = 0.95  # issue 10: semi-supervised accuracy >= 95 % of the supervised ceiling
 
 
@@ -89,8 +91,10 @@ def train_classifier(net: nn.Module, prepare, train: tuple[torch.Tensor, torch.T
             "stopped": stopped, "val_history": [round(a, 4) for a in history]}
 
 
-def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | None = None) -> dict[str, Any]:
-    """The ceiling of ``factor`` on ``setup_name``'s data (``resolution``: dSprites re-rendered)."""
+def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | None = None
+               ) -> tuple[dict[str, Any], nn.Module]:
+    """The ceiling of ``factor`` on ``setup_name``'s data (``resolution``: dSprites re-rendered) and the
+    classifier (its best-validation weights)."""
     from priorlab.data.dsprites import render_dsprites
     from priorlab.models.fmvae import data_factor_labels
     from priorlab.nets import build_encoder
@@ -114,7 +118,7 @@ def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | N
     out = train_classifier(net, data.prepare, (xs["train"][fit], ys["train"][fit]),
                            (xs["train"][held], ys["train"][held]), (xs["test"][:n_eval], ys["test"][:n_eval]), cfg, cfg.seed)
     return {"setup": setup_name, "factor": factor, "resolution": int(xs["train"].shape[-1]), "classes": n_classes,
-            "n_train": len(fit), "n_val": cfg.n_val, "n_test": n_eval, "encoder": setup.encoder, **out}
+            "n_train": len(fit), "n_val": cfg.n_val, "n_test": n_eval, "encoder": setup.encoder, **out}, net
 
 
 def relative_verdict(acc: float | None, ceiling: float | None, goal: float = RELATIVE_GOAL) -> dict[str, Any]:
@@ -129,8 +133,12 @@ def relative_verdict(acc: float | None, ceiling: float | None, goal: float = REL
 
 def run_supervised_ceiling(params: Params) -> dict[str, Any]:
     """``supervised_ceiling``: every ``targets`` entry at its data's resolution (and dSprites at the
-    extra ``resolutions``) into ``metrics/fmvae_experiments/supervised_ceiling.json``."""
+    extra ``resolutions``) into ``metrics/fmvae_experiments/supervised_ceiling.json``, each classifier
+    into ``models/supervised_ceiling/<setup>-<factor>-<resolution>.pt`` (DVC cache)."""
+    from priorlab.pipeline import save_model
+
     cfg = params.supervised_ceiling
+    shutil.rmtree(MODELS, ignore_errors=True)  # only this run's classifiers
     out: dict[str, Any] = {"rule": f"stop at the plateau: after ≥ {cfg.min_steps} steps, no validation gain over the "
                                    f"last {cfg.plateau_fraction:.0%} of the evaluations (every {cfg.eval_every} "
                                    f"steps); at most {cfg.max_steps} steps (then not plateaued)",
@@ -141,7 +149,9 @@ def run_supervised_ceiling(params: Params) -> dict[str, Any]:
         entries = {}
         for res in [None, *extra]:
             t0 = time.perf_counter()  # wall time goes to the log, not the output (byte-identical reruns)
-            r = ceiling_of(params, setup, factor, res)
+            r, net = ceiling_of(params, setup, factor, res)
+            save_model(MODELS / f"{setup}-{factor}-{r['resolution']}.pt", net,
+                       {"setup": setup, "factor": factor, "resolution": r["resolution"], "classes": r["classes"]})
             print(f"{setup}:{factor} at {r['resolution']} px: accuracy {r['accuracy']:.3f} "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
             entries[str(r["resolution"])] = r
