@@ -683,6 +683,54 @@ def print_gpu_hours(hours: dict, device_name: str) -> None:
           f"{fmt(hours['iw_bound_gpu_hours'])} h = {fmt(hours['total_gpu_hours'])} GPU-hours")
 
 
+def reestimate(record: dict, params: Params) -> dict:
+    """The paper profile's training and pretraining GPU-hours under the settings of ``params`` with the
+    ms/step a GPU measured before (``record``: a ``gpu_bench.json`` with section (e)), in total and per
+    paper (a run's group up to its first ``/``; a pretraining counts for its setup's first run's group).
+    A cost key the record did not measure borrows the slowest measured key of its kind and nets (else
+    of its kind), as :func:`paper_gpu_hours` does; one of neither is listed as unmeasured."""
+    measured = {}  # the record's rows name (setup, model, phase): their cost keys under ``params``
+    for w in record["gpu_hours"]["work"]:
+        if "ms_per_step" in w and w["setup"] in params.setups and w["model"] in params.models:
+            measured[cost_key(params, w["setup"], params.model(w["model"]), w["phase"])] = w["ms_per_step"]
+
+    def ms_of(key: str) -> tuple[float | None, str]:
+        if key in measured:
+            return measured[key], "measured"
+        kind, net, _ = json.loads(key)
+        same = [k for k in measured if json.loads(k)[:2] == [kind, net]] or \
+            [k for k in measured if json.loads(k)[0] == kind]
+        return (max(measured[k] for k in same), "borrowed") if same else (None, "unmeasured")
+
+    by_paper: dict[str, float] = {}
+    how: dict[str, str] = {}
+    group_of_setup: dict[str, str] = {}
+
+    def add(group: str, key: str, steps: int) -> None:
+        ms, how[key] = ms_of(key)
+        if ms is not None:
+            by_paper[group] = by_paper.get(group, 0.0) + steps * ms / 3.6e6
+
+    for run in params.runs.values():
+        spec = params.model(run.model)
+        group = run.group.split("/")[0]
+        group_of_setup.setdefault(run.setup, group)
+        add(group, cost_key(params, run.setup, spec, "train"), getattr(spec, "train_steps", 0) or params.train.steps)
+    for setup, group in group_of_setup.items():
+        s = params.setup(setup)
+        if s.pretraining:
+            spec = params.model(s.pretrain_model)
+            add(group, cost_key(params, setup, spec, "pretrain"),
+                getattr(spec, "pretrain_steps", 0) or params.pretrain.steps)
+    return {"by_paper_gpu_hours": {g: round(h, 2) for g, h in sorted(by_paper.items())},
+            "train_and_pretrain_gpu_hours": round(sum(by_paper.values()), 2),
+            "cost_keys": {"measured": sum(v == "measured" for v in how.values()),
+                          "borrowed": sum(v == "borrowed" for v in how.values()),
+                          "unmeasured": sorted(k for k, v in how.items() if v == "unmeasured")},
+            "device": record.get("environment", {}).get("device", "unknown"),
+            "not_included": "the IW bound, prior_init and the in-process studies (see the record's gpu_hours)"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder for gpu_bench.json")
@@ -702,8 +750,21 @@ def main(argv: list[str] | None = None) -> int:
                          f"{' | '.join(ADAM_IMPLS)} (default auto; the plain loop keeps torch's default)")
     ap.add_argument("--cases", default=",".join(STEP_CASES),
                     help=f"comma-separated cases of (a), in this order (default: all: {','.join(STEP_CASES)})")
+    ap.add_argument("--reestimate", default=None, metavar="RECORD",
+                    help="no device needed: the paper profile's GPU-hours now, with the ms/step of an earlier "
+                         "gpu_bench.json (e.g. reports/gpu/gpu_bench_h100.json), into OUT/gpu_hours.json")
     args = ap.parse_args(argv)
     start = time.perf_counter()
+    if args.reestimate:
+        hours = reestimate(json.loads(Path(args.reestimate).read_text()), load_profile())
+        hours["record"] = args.reestimate
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "gpu_hours.json").write_text(json.dumps(hours, indent=2) + "\n")
+        for paper, h in hours["by_paper_gpu_hours"].items():
+            print(f"{paper:24s} {h:7.1f} GPU-hours")
+        print(f"{'training + pretraining':24s} {hours['train_and_pretrain_gpu_hours']:7.1f} GPU-hours "
+              f"({hours['cost_keys']['measured']} cost keys measured, {hours['cost_keys']['borrowed']} borrowed)")
+        return 0
     if args.ops:
         rows = ops_table()
         Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -107,3 +107,30 @@ def test_throughput_refuses_an_unknown_section(tmp_path):
                            "--device", "cpu", "--sections", "isa,bogus"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "unknown section 'bogus'" in proc.stderr
     assert not (tmp_path / "gpu_throughput.json").exists()
+
+
+def test_reestimate_prices_the_profiles_steps_with_a_records_ms_per_step(tmp_path):
+    """GPU-hours without a GPU: a record's ms/step (rows by setup, model, phase) times the steps the
+    params give now, per paper group; the same params give back the record's own total."""
+    import json
+
+    import yaml
+
+    from benchmarks.gpu_bench import main, paper_work, reestimate
+    from priorlab.config import parse_params
+
+    params = parse_params(yaml.safe_load(open("profiles/tiny.yaml")))
+    work = paper_work(params)
+    rows = [{**w, "ms_per_step": 2.0 + i} for i, w in enumerate(work.values())]
+    record = {"gpu_hours": {"work": rows}, "environment": {"device": "cuda"}}
+    expected = sum(w["steps"] * w["ms_per_step"] / 3.6e6 for w in rows)
+    out = reestimate(record, params)
+    assert out["train_and_pretrain_gpu_hours"] == pytest.approx(expected, abs=0.02)
+    assert out["cost_keys"] == {"measured": len(rows), "borrowed": 0, "unmeasured": []}
+    assert set(out["by_paper_gpu_hours"]) == {r.group.split("/")[0] for r in params.runs.values()}
+    record["gpu_hours"]["work"] = rows[1:]  # a key the record lacks borrows one of its kind, or stays unmeasured
+    partial = reestimate(record, params)["cost_keys"]
+    assert partial["measured"] == len(rows) - 1 and partial["borrowed"] + len(partial["unmeasured"]) == 1
+    (tmp_path / "rec.json").write_text(json.dumps({**record, "gpu_hours": {"work": rows}}))
+    assert main(["--reestimate", str(tmp_path / "rec.json"), "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "gpu_hours.json").read_text())["train_and_pretrain_gpu_hours"] > 0
