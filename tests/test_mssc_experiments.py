@@ -2,7 +2,6 @@
 config validation, the bars / image_patches data kinds through the store, and the study's
 recovery and claim logic on tiny settings."""
 
-import dataclasses
 import os
 import subprocess
 import sys

@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from priorlab import paths

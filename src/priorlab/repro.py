@@ -60,6 +60,9 @@ scheduling), so long independent stages — the in-process studies — do not en
 STOP_GRACE_S = 10.0
 """After an interrupt, how long a stopped stage gets to exit on SIGTERM before SIGKILL."""
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that stop a run: Ctrl-C's and the one ``kill`` sends by default."""
+
 LOCK_FLUSH_S = 20.0
 """Finished stages are written to ``dvc.lock`` at most this long after they end (DVC rewrites the
 whole file for every dump, about a second on the cpu profile), and always before the runner exits."""
@@ -331,8 +334,6 @@ def _signals_to(run: _Run):
         for s, handler in previous.items():
             signal.signal(s, handler)
 
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def exit_status(signum: int) -> int:

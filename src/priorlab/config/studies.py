@@ -3,7 +3,6 @@ supervised ceiling of paper 001)."""
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from dataclasses import dataclass, field
 from typing import Literal

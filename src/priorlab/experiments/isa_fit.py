@@ -119,7 +119,7 @@ def factor_responses(represent, gt, n: int, seed: int) -> list[np.ndarray]:
                       for v in range(size)], 1) for k, size in enumerate(gt.factor_sizes)]
 
 
-def chen_scores(posterior, gt, p, factor_names) -> dict[str, Any]:
+def chen_scores(posterior, gt, p) -> dict[str, Any]:
     """The claim's metric (``isa_study.mig_chen``): Chen et al.'s MIG over all factors and without
     ``shape`` on ``p.n_points`` seeded ground-truth samples, and the noise floor without shape (the
     largest over ``p.permutations`` permutations of the factors against the code; all of them kept)."""
@@ -129,7 +129,7 @@ def chen_scores(posterior, gt, p, factor_names) -> dict[str, Any]:
     factors, x = gt.sample(p.n_points, rs)
     mu, logvar = posterior(x)
     out = mutual_information(mu, logvar, factors, n_samples=p.n_samples, random_state=rs)
-    names = list(factor_names)
+    names = list(gt.factor_names)
     no_shape = (names.index("shape"),) if "shape" in names else ()
     floors = permutation_floor(out, mu, logvar, factors, p.permutations, p.n_samples, rs, no_shape)
     return {"mig": gaps(out)["mig"], "mig_no_shape": gaps(out, no_shape)["mig"], "floor_no_shape": max(floors),
@@ -157,7 +157,7 @@ def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.devic
     train_s = time.perf_counter() - t0
     result = evaluate_model(model, data, gt, study.evaluate, profile=params.profile)
     result["mig_chen"] = chen_scores(posterior_function(model, data.prepare, study.evaluate.batch_size), gt,
-                                     study.mig_chen, gt.factor_names)
+                                     study.mig_chen)
     row = {"run": run.name, "model": run.model, "label": label(run.spec), "kind": run.spec.kind,
            "strength": run.strength, "seed": run.seed, "train_s": round(train_s, 2),
            "eval_s": round(time.perf_counter() - t0 - train_s, 2), "exponents": exponents(model),

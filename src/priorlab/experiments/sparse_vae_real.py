@@ -38,7 +38,7 @@ from priorlab.experiments.claims import Claim, fmt, md_table
 from priorlab.experiments.criteria import criterion
 from priorlab.experiments.intervals import paired_difference
 from priorlab import paths
-from priorlab.experiments.sparse_vae_fit import NAME, PAPER, fit_deep, in_memory
+from priorlab.experiments.sparse_vae_fit import NAME, fit_deep, in_memory
 from priorlab.io import write_json
 from priorlab.models.protocol import ElboModel
 
