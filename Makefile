@@ -6,7 +6,7 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv datasets demo repro shard collect test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
+.PHONY: venv datasets demo repro shard collect slurm cluster-tools test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
 REV ?= HEAD
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -52,7 +52,14 @@ collect: venv datasets ## after the shards: restore every pushed run from the re
 	$(BIN)/python -m priorlab.config check
 	$(BIN)/python -m priorlab.shard collect -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
 
-test: venv datasets browser  ## the whole test suite, slow checks included
+SHARDS ?=
+GPUS_PER_TASK ?= 0
+SBATCH ?=
+slurm: venv datasets   ## make slurm SHARDS=n [GPUS_PER_TASK=..] [SBATCH='--partition=.. --time=..']: the shards of HEAD as a Slurm array, then collect
+	$(BIN)/python -m priorlab.config check
+	$(BIN)/python -m priorlab.slurm submit --shards "$(SHARDS)" -j $(JOBS) --gpus-per-task $(GPUS_PER_TASK) $(if $(SBATCH),--sbatch-arg="$(SBATCH)")
+
+test: venv datasets browser cluster-tools  ## the whole test suite, slow checks included
 	$(BIN)/python -m pytest -q
 
 test-fast: venv        ## skip the slow statistical and end-to-end checks
@@ -71,6 +78,12 @@ gpu-deps:              ## .gpu_deps/: PyYAML and tqdm wheels unpacked, for bench
 	rm -rf .gpu_deps && mkdir -p .gpu_deps/wheels
 	$(BIN)/python -m pip download --quiet --no-deps pyyaml==6.0.3 tqdm==4.67.1 -d .gpu_deps/wheels
 	for w in .gpu_deps/wheels/*.whl; do $(BIN)/python -m zipfile -e $$w .gpu_deps; done
+
+cluster-tools:         ## single-node Slurm, munge and sshd (Debian) for tests/test_slurm.py, installed only if absent
+	@command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 && command -v sshd >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge openssh-server iproute2 >/dev/null; } || \
+	  echo "note: Slurm/sshd not installed (needs root and apt-get): tests/test_slurm.py's cluster test skips"
 
 browser:               ## headless Chromium for the offline-plots test (Debian `chromium`), installed only if absent
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \

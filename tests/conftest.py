@@ -15,3 +15,11 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_serial(tmp_path_factory):
+    """The tiny profile after one serial `dvc repro` in a git copy of the project (tests/tiny_pipeline.py)."""
+    from tests.tiny_pipeline import serial_tiny
+
+    return serial_tiny(tmp_path_factory.mktemp("project"))

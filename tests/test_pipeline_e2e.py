@@ -12,14 +12,14 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from benchmarks.project_copy import copy_project, pipeline_env
+from benchmarks.project_copy import copy_project
+from tests.tiny_pipeline import dvc, lock_outs, sh
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -27,38 +27,10 @@ pytestmark = pytest.mark.slow
 RUNS = [f"{s}-{m}-0" for s in ("smiley", "dsprites") for m in ("vae", "beta_vae")]
 
 
-def sh(cwd: Path, *cmd: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env={**pipeline_env(cwd), **(env or {})}, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def dvc(cwd: Path, *args: str, **kw) -> subprocess.CompletedProcess:
-    return sh(cwd, sys.executable, "-m", "dvc", *args, **kw)
-
-
-def ran_stages(proc: subprocess.CompletedProcess) -> set[str]:
-    return set(re.findall(r"Running stage '([^']+)'", proc.stdout + proc.stderr))
-
-
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    """A git copy of the project on the tiny profile, after one complete `dvc repro`."""
-    if shutil.which("git") is None:
-        pytest.skip("git is required by DVC pipelines")
-    dst = copy_project(ROOT, tmp_path_factory.mktemp("project"))
-    sh(dst, sys.executable, "-m", "priorlab.config", "use", "tiny")
-    sh(dst, "git", "add", "-A")
-    sh(dst, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "copy")
-    # first attempt is killed (SIGKILL) mid-way through the first pretraining, after a checkpoint
-    killed = dvc(dst, "repro", check=False, env={"PRIORLAB_KILL_AT_STEP": "30"})
-    assert killed.returncode != 0
-    assert list((dst / ".checkpoints" / "pretrain").glob("*.pt")), "no checkpoint survived the kill"
-    dvc(dst, "repro")
-    sh(dst, "git", "add", "-A")
-    sh(dst, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "results")
-    return dst
+def project(tiny_serial) -> Path:
+    """A git copy of the project on the tiny profile, after one complete `dvc repro` (conftest)."""
+    return tiny_serial.path
 
 
 def test_outputs_and_metric_ranges(project):
@@ -253,7 +225,7 @@ def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_p
     assert bad.returncode == 2 and bad.stderr.startswith("error: no plan file"), bad.stderr
 
 
-def test_parallel_runner_matches_serial_dvc_repro(project, tmp_path):
+def test_parallel_runner_matches_serial_dvc_repro(tiny_serial, tmp_path):
     """`python -m priorlab.repro -j 2` (what `make repro` runs) on a fresh copy gives byte for byte the
     outputs of the serial `dvc repro` of the fixture, leaves a dvc.lock DVC finds up to date, and a
     second call runs nothing."""
@@ -263,14 +235,9 @@ def test_parallel_runner_matches_serial_dvc_repro(project, tmp_path):
     assert "up to date" in dvc(par, "status").stdout
     again = sh(par, sys.executable, "-m", "priorlab.repro", "-j", "2")
     assert "0 stage(s) ran" in again.stdout, again.stdout
-    serial = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
-    parallel = yaml.safe_load((par / "dvc.lock").read_text())["stages"]
-    assert serial.keys() == parallel.keys()
-    for name, entry in serial.items():
-        outs = [(o["path"], o["md5"]) for o in entry.get("outs", [])]
-        assert outs == [(o["path"], o["md5"]) for o in parallel[name].get("outs", [])], name
     # the outputs kept in git (cache: false) hash the same too: byte-identical, no wall-clock fields
-    assert len(serial) > 30
+    assert lock_outs(par) == tiny_serial.outs
+    assert len(tiny_serial.outs) > 30
 
 
 @pytest.mark.slow

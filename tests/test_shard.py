@@ -249,3 +249,39 @@ def test_second_clone_restores_a_pushed_shard_and_reruns_nothing_of_it(tmp_path)
     assert compared > 30
     assert "up to date" in _sh(b, sys.executable, "-m", "dvc", "status").stdout
     assert (b / "reports" / "README.md").is_file()
+
+
+def test_dvc_lock_held_by_another_process_is_one_line(monkeypatch, capsys):
+    """A second shard in the same checkout (or an orphan of a killed job) holds DVC's lock: one line."""
+    from dvc.lock import LockError
+
+    import priorlab.shard as shard_module
+
+    def held(*args, **kwargs):
+        raise LockError("Unable to acquire lock")
+
+    monkeypatch.setattr(shard_module, "cmd_run", held)
+    assert main(["-C", str(ROOT), "run", "--shard", "0/2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds this project's lock" in err
+
+
+def test_a_shard_stopped_by_a_signal_runs_no_further_step(monkeypatch, capsys):
+    """Cancelled or pre-empted (the runner got SIGTERM): the shard ends with 143 after that run and
+    does not go on to its next step (nor to waiting for other shards)."""
+    import priorlab.repro as repro
+    import priorlab.shard as shard_module
+
+    calls = []
+
+    def stopped_run(targets, jobs, gpus, root, log):
+        calls.append(list(targets))
+        return repro.Outcome(ran=["data@smiley"], stopped=["data@dsprites"], signal=15)
+
+    monkeypatch.setattr(repro, "reproduce", stopped_run)
+    monkeypatch.setattr(shard_module, "restore_only", lambda root, targets, log=None: ([], []))
+    monkeypatch.setattr(shard_module, "_has_remote", lambda root, remote: False)
+    assert main(["-C", str(ROOT), "run", "--shard", "0/1"]) == 143
+    assert len(calls) == 1 and all(t.startswith("data@") for t in calls[0])
+    out = capsys.readouterr().out
+    assert "interrupted (SIGTERM): stopped 1 running stage(s) (data@dsprites), recorded 1 finished" in out

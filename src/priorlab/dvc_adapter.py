@@ -13,6 +13,7 @@ DVC's public API; what it relies on:
   layout ``runs/<key[:2]>/<key>/<value>``), the private ``_load_cache``, ``get_used_objs``,
   ``push`` and ``pull``;
 * ``repo.cloud.push/pull(objs, jobs=, remote=, odb=)`` and ``repo.config`` (``core.remote``, ``remote``);
+* ``dvc.config.Config(dvc_dir=...)`` and its ``edit("local")``, to copy remotes into a worktree;
 * ``ProjectFile.dump_stages(stages, update_pipeline=False)`` (``stage.dvcfile``), for ``dvc.lock``;
 * ``dvc.dependency.param.read_param_file`` / ``load_path`` and ``dvc.fs.LocalFileSystem``, which
   :func:`parse_params_once` swaps for a caching reader.
@@ -188,6 +189,24 @@ def default_remote(repo) -> str | None:
 def has_remote(repo, name: str) -> bool:
     """Whether a remote ``name`` is configured."""
     return name in repo.config.get("remote", {})
+
+
+def copy_remotes(src_root: str | Path, dst_root: str | Path) -> str | None:
+    """Give the project at ``dst_root`` (a worktree of the same repository) the remotes of ``src_root``
+    and its default remote, in ``dst_root``'s local config; returns the default's name.  Uses
+    ``dvc.config.Config``, whose load makes a relative path (a local-directory remote, a key file)
+    absolute and whose save writes it relative to the new config's folder: the same place."""
+    require_tested_dvc()
+    from dvc.config import Config
+
+    src = Config(dvc_dir=str(Path(src_root) / ".dvc"))
+    remotes = {name: dict(opts) for name, opts in src.get("remote", {}).items()}
+    default = src["core"].get("remote")
+    with Config(dvc_dir=str(Path(dst_root) / ".dvc")).edit("local") as conf:
+        conf["remote"] = remotes
+        if default:
+            conf["core"]["remote"] = default
+    return default
 
 
 def run_cache_entries(repo) -> list[tuple[str, str]]:

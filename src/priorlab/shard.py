@@ -245,15 +245,17 @@ def _remote(repo, remote: str | None) -> str:
 
 
 def push(root: str | Path = ".", remote: str | None = None, jobs: int | None = None, log=print) -> int:
-    """Push every local run-cache entry and every object it names (cached and git-tracked outputs)."""
+    """Push every object the local run-cache entries name (cached and git-tracked outputs), then the
+    entries: an entry reaches the remote only after its objects, so a push cut short (a killed job)
+    leaves objects no entry names yet, never an entry another machine cannot restore."""
     with dvc_adapter.open_repo(root) as repo:
         name = _remote(repo, remote)
         entries = dvc_adapter.run_cache_entries(repo)
-        dvc_adapter.push_entries(repo, name)
         moved, failed = dvc_adapter.transfer_objects(repo, entries, name, jobs, "push")
+        if failed:
+            raise UserError(f"{failed} object(s) could not be pushed to {name!r}; run the command again")
+        dvc_adapter.push_entries(repo, name)
     log(f"pushed {len(entries)} run-cache entries and {moved} new object(s) to {name!r}")
-    if failed:
-        raise UserError(f"{failed} object(s) could not be pushed to {name!r}; run the command again")
     return moved
 
 
@@ -384,7 +386,7 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
     """One shard, in three steps, each pushed with ``--push`` before the next: the ``data@`` stages it
     owns; the ``pretrain@``/``prior_init@`` stages it owns (after restoring foreign data they read);
     its runs (after restoring the foreign setups they start from)."""
-    from priorlab.repro import reproduce
+    from priorlab.repro import exit_status, reproduce
 
     def log(message: str) -> None:
         print(message, flush=True)
@@ -421,6 +423,11 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
         early, _ = restore_only(root, targets, log=log)  # what an earlier attempt of this shard pushed
         outcome = reproduce(targets, jobs, gpus, root=root, log=log)
         ran, restored = ran + len(outcome.ran), restored + len(early) + len(outcome.restored)
+        if outcome.signal:  # cancelled, pre-empted, Ctrl-C: no further step; what finished is pushed
+            if do_push:
+                push(root, remote, log=log)
+            log(f"shard {shard.name}: {interrupted(outcome)}; run it again to continue")
+            return exit_status(outcome.signal)
         if outcome.failed:
             log(f"shard {shard.name}: failed: {', '.join(outcome.failed)}")
             return 1
@@ -429,6 +436,15 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
     log(f"shard {shard.name}: done ({ran} stage(s) ran, {restored} restored from the run-cache, "
         f"{len(shard.needs)} from other shards)")
     return 0
+
+
+def interrupted(outcome) -> str:
+    """What a run stopped by a signal left: the stages it stopped (the finished ones are recorded)."""
+    import signal
+
+    stopped = f" ({', '.join(outcome.stopped)})" if outcome.stopped else ""
+    return (f"interrupted ({signal.Signals(outcome.signal).name}): stopped {len(outcome.stopped)} running "
+            f"stage(s){stopped}, recorded {len(outcome.ran)} finished")
 
 
 def _has_remote(root: str | Path, remote: str | None) -> bool:
@@ -443,7 +459,7 @@ def _remote_check(root: Path, remote: str | None) -> None:
 
 def cmd_collect(root: Path, remote: str | None, jobs: int, gpus: Sequence[str] | None, do_push: bool) -> int:
     """Fetch every pushed run of this pipeline, then reproduce everything (restoring what was pushed)."""
-    from priorlab.repro import reproduce
+    from priorlab.repro import exit_status, reproduce
 
     def log(message: str) -> None:
         print(message, flush=True)
@@ -454,6 +470,9 @@ def cmd_collect(root: Path, remote: str | None, jobs: int, gpus: Sequence[str] |
         every = [s.addressing for s in dvc_adapter.command_stages(repo)]
     restored, _ = restore_only(root, every, log=log)  # everything the shards pushed; the runner runs the rest
     outcome = reproduce(None, jobs, gpus, root=root, log=log)
+    if outcome.signal:
+        log(f"collect: {interrupted(outcome)}; run it again to continue")
+        return exit_status(outcome.signal)
     outcome.skipped = [s for s in outcome.skipped if s not in restored]
     outcome.restored[:0] = restored
     trained = sorted(s for s in outcome.ran if s.split("@")[0] in ("pretrain", "prior_init", "train"))
@@ -524,6 +543,17 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_collect(root, ns.remote, ns.jobs, gpus, ns.push)
     except (UserError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # between the runner's runs (a wait, a push): nothing is half-recorded
+        print("interrupted: run it again to continue (what was pushed stays pushed)", file=sys.stderr)
+        return 130
+    except Exception as exc:  # DVC's lock held by another process, ...: one line, as the runner's
+        from priorlab.repro import debugging
+
+        line = dvc_adapter.user_situation(exc)
+        if line is None or debugging():
+            raise
+        print(f"error: {line} (PRIORLAB_DEBUG=1 for the traceback)", file=sys.stderr)
         return 2
 
 

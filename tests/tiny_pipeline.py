@@ -1,0 +1,68 @@
+"""The tiny profile's pipeline in a throw-away git copy of the project: commands run in it, and the
+one serial `dvc repro` the end-to-end and cluster tests compare against (``tiny_serial`` in conftest)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.project_copy import copy_project, pipeline_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sh(cwd: Path, *cmd: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env={**pipeline_env(cwd), **(env or {})}, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def dvc(cwd: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return sh(cwd, sys.executable, "-m", "dvc", *args, **kw)
+
+
+def commit_all(cwd: Path, message: str) -> None:
+    sh(cwd, "git", "add", "-A")
+    sh(cwd, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", message)
+
+
+def tiny_copy(dst: Path) -> Path:
+    """A git copy of the project at ``dst`` with the tiny profile committed."""
+    if shutil.which("git") is None:
+        pytest.skip("git is required by DVC pipelines")
+    copy_project(ROOT, dst)
+    sh(dst, sys.executable, "-m", "priorlab.config", "use", "tiny")
+    commit_all(dst, "tiny")
+    return dst
+
+
+def lock_outs(project: Path) -> dict[str, list[tuple[str, str]]]:
+    """Each stage of ``project``'s dvc.lock -> its outputs' (path, md5)."""
+    stages = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    return {name: [(o["path"], o["md5"]) for o in entry.get("outs", [])] for name, entry in stages.items()}
+
+
+@dataclass(frozen=True)
+class SerialRun:
+    path: Path
+    outs: dict[str, list[tuple[str, str]]]
+    """dvc.lock's outputs right after the serial run (the tests change the project afterwards)."""
+
+
+def serial_tiny(dst: Path) -> SerialRun:
+    """The tiny profile after one complete serial `dvc repro`, whose first attempt is killed
+    (SIGKILL) mid-way through the first pretraining, after a checkpoint; results committed."""
+    tiny_copy(dst)
+    killed = dvc(dst, "repro", check=False, env={"PRIORLAB_KILL_AT_STEP": "30"})
+    assert killed.returncode != 0
+    assert list((dst / ".checkpoints" / "pretrain").glob("*.pt")), "no checkpoint survived the kill"
+    dvc(dst, "repro")
+    commit_all(dst, "results")
+    return SerialRun(dst, lock_outs(dst))
