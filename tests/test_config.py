@@ -197,3 +197,44 @@ def test_device_cuda_is_refused_by_the_pre_check_on_a_machine_without_cuda(tmp_p
     assert "no CUDA device" in capsys.readouterr().err
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     check_machine(p)  # a machine with CUDA: fine
+
+
+def _with_vsc_phases(raw: dict) -> dict:
+    raw = copy.deepcopy(raw)
+    model = next(r["model"] for r in raw["runs"].values())
+    raw["models"][model]["train_phase"] = {"batch_size": 32, "lr": 5e-4, "lr_milestones": [100], "lr_gamma": 0.1}
+    return raw, model
+
+
+def test_a_model_sets_its_own_optimiser_phase_over_the_sections():
+    """Paper 002's per-model batch and lr decay: set fields replace the train: section's, unset ones keep them;
+    the record and the fingerprint of a model without them are as before they existed."""
+    raw, model = _with_vsc_phases(yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text()))
+    params = parse_params(raw)
+    opt = params.model(model).phase("train", params.train)
+    assert (opt.batch_size, opt.lr, opt.lr_milestones, opt.lr_gamma) == (32, 5e-4, [100], 0.1)
+    assert opt.steps == (params.model(model).train_steps or params.train.steps)
+    assert opt.log_every == params.train.log_every and opt.seed == params.train.seed
+    assert params.model(model).phase("pretrain", params.pretrain) == params.pretrain  # not set for pretraining
+    assert params.model(model).record()["train_phase"]["batch_size"] == 32
+    plain = load_params(ROOT / "profiles" / "tiny.yaml").model(model)
+    assert "train_phase" not in plain.record() and "pretrain_phase" not in plain.fields()
+    assert plain.phase("train", params.train).batch_size == params.train.batch_size
+    from priorlab.report import settings_frame
+
+    rows = dict(settings_frame(params).values.tolist())
+    assert rows["optimiser set per model"] == f"{model} train: batch_size 32, lr 0.0005, lr_milestones [100], lr_gamma 0.1"
+
+
+def test_a_models_own_batch_and_lr_are_checked_and_named():
+    raw, model = _with_vsc_phases(yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text()))
+    raw["models"][model]["train_phase"]["lr"] = 0.0
+    with pytest.raises(ParamsError, match=rf"models.{model}.train_phase.lr must be"):
+        parse_params(raw)
+    raw, model = _with_vsc_phases(yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text()))
+    raw["models"][model]["train_phase"]["batch_size"] = 10**6
+    with pytest.raises(ParamsError, match=rf"^models.{model}.train_phase.batch_size: 1000000 is more than"):
+        parse_params(raw)
+    raw["models"][model]["train_phase"]["colour"] = 1
+    with pytest.raises(ParamsError, match="train_phase.colour: unknown key"):
+        parse_params(raw)

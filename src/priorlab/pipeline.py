@@ -120,10 +120,8 @@ def run_pretrain(params: Params, setup: str) -> dict:
         write_json(paths.live_dir("pretrain", setup) / "skipped.json", meta)  # the stage's curves output
         return meta
     spec = pretrain_spec(params, setup)
-    opt = params.pretrain
-    if spec.pretrain_steps:  # a pretrain model may set its own length (e.g. VSC's spike pre-training)
-        opt = OptimParams(**{**_asdict(opt), "steps": spec.pretrain_steps})
-    fp = fingerprint("pretrain", params.setup(setup).record(), _asdict(spec), _asdict(opt), data.manifest["sha256"])
+    opt = spec.phase("pretrain", params.pretrain)  # its own length / settings (e.g. VSC's spike pre-training)
+    fp = fingerprint("pretrain", params.setup(setup).record(), spec.fields(), _asdict(opt), data.manifest["sha256"])
     model = _new_model(params, setup, spec, data.obs_shape, opt.seed)
     model.set_phase("pretrain")
     logs = _fit_phase(params, model, data, opt, "pretrain", setup, fp)
@@ -202,10 +200,10 @@ def run_train(params: Params, run: str) -> dict:
     setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
     model, init_meta = load_model(params, setup, model_name, paths.prior_init_dir(run, setup) / "model.pt", data.obs_shape)
-    opt = params.train
-    steps = params.model(model_name).train_steps or opt.steps  # a model may set its own length
-    opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed, "steps": steps})
-    fp = fingerprint("train", run, _asdict(params.model(model_name)), _asdict(opt), init_meta)
+    spec = params.model(model_name)
+    opt = spec.phase("train", params.train)  # a model may set its own length and optimiser settings
+    opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed})
+    fp = fingerprint("train", run, spec.fields(), _asdict(opt), init_meta)
     model.set_phase("train")
     logs = _fit_phase(params, model, data, opt, "train", run, fp)
     meta = {"phase": "train", "run": run, "fingerprint": fp, **logs}

@@ -56,6 +56,11 @@ def settings_frame(params: Params) -> pd.DataFrame:
         rows.append(("pretrain steps set per model", ", ".join(f"{n} {k}" for n, k in own_pre.items())))
     if own:
         rows.append(("train steps set per model", ", ".join(f"{name} {steps}" for name, steps in own.items())))
+    used = {r.model for r in params.runs.values()} | {s.pretrain_model for s in params.setups.values() if s.pretraining}
+    phases = [f"{name} {phase}: {o.describe()}" for name in sorted(used) for phase in ("pretrain", "train")
+              if (o := getattr(params.models[name], f"{phase}_phase")) is not None]
+    if phases:
+        rows.append(("optimiser set per model", "; ".join(phases)))
     for name, s in params.setups.items():
         d = params.datasets[s.dataset]
         rows.append((f"setup {name}", f"{d.kind} ({d.n_train} train / {d.n_test} test), {s.encoder}/{s.decoder} nets, "

@@ -107,7 +107,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def _step_cost(params, setup: str, model: str) -> float:
     kind = params.model(model).kind
-    conv = CONV_STEP_COST if params.setup(setup).encoder == "conv" else 1.0
+    conv = CONV_STEP_COST if params.setup(setup).encoder in ("conv", "conv3") else 1.0
     return KIND_STEP_COST.get(kind, 1.0) * conv
 
 

@@ -138,17 +138,21 @@ class Params:
     def _check_batches(self) -> None:
         """A batch larger than the training set would be clamped to it by the trainer: refuse it here,
         so that the settings the report states are the ones that ran."""
-        used: dict[str, set[str]] = {}
+        used: dict[str, dict[str, int]] = {}  # data set -> the key that sets a batch size -> that size
         for run in self.runs.values():
-            used.setdefault(self.setups[run.setup].dataset, set()).update(("pretrain", "train"))
+            setup = self.setups[run.setup]
+            for phase, model in (("pretrain", setup.pretrain_model), ("train", run.model)):
+                overrides = getattr(self.models[model], f"{phase}_phase")
+                key = (f"models.{model}.{phase}_phase" if overrides is not None and overrides.batch_size is not None
+                       else phase)
+                used.setdefault(setup.dataset, {})[key] = self.models[model].phase(phase, getattr(self, phase)).batch_size
         if self.isa_study.setup in self.setups:  # (a name that is not a setup: isa_study.check says so)
-            used.setdefault(self.setups[self.isa_study.setup].dataset, set()).add("isa_study.train")
-        for dataset, phases in sorted(used.items()):
+            used.setdefault(self.setups[self.isa_study.setup].dataset, {})["isa_study.train"] = self.isa_study.train.batch_size
+        for dataset, batches in sorted(used.items()):
             n = self.datasets[dataset].n_train
-            for phase in sorted(phases):
-                batch = self.isa_study.train.batch_size if phase == "isa_study.train" else getattr(self, phase).batch_size
+            for key, batch in sorted(batches.items()):
                 if batch > n:
-                    raise ParamsError(f"{phase}.batch_size: {batch} is more than the {n} training points of data "
+                    raise ParamsError(f"{key}.batch_size: {batch} is more than the {n} training points of data "
                                       f"set {dataset!r} (the trainer would use {n}); at most {n}")
 
     def setup(self, name: str) -> SetupParams:

@@ -62,6 +62,32 @@ PRIOR_PARAMS: dict[str, type[PriorParams]] = {"standard_normal": PriorParams, "l
 
 
 @dataclass(frozen=True)
+class PhaseOverrides:
+    """A model's own optimiser settings for one training phase, over those of the phase's section
+    (``pretrain:`` / ``train:``); unset (null) keeps the section's.  Paper 002 trains each model with its
+    own batch size and a step decay of the learning rate (App. D.1, D.2)."""
+
+    batch_size: int | None = None
+    lr: float | None = None
+    lr_milestones: list[int] | None = None  # the phase's steps at which lr is multiplied by lr_gamma
+    lr_gamma: float | None = None
+
+    def check(self, key: str) -> None:
+        for name in ("batch_size", "lr", "lr_gamma"):
+            if getattr(self, name) is not None:
+                _positive(f"{key}.{name}", getattr(self, name))
+        for i, m in enumerate(self.lr_milestones or []):
+            _positive(f"{key}.lr_milestones[{i}]", m)
+
+    def over(self, opt):
+        """``opt`` (an ``OptimParams``) with the settings this sets."""
+        return dataclasses.replace(opt, **{k: v for k, v in dataclasses.asdict(self).items() if v is not None})
+
+    def describe(self) -> str:
+        return ", ".join(f"{k} {v}" for k, v in dataclasses.asdict(self).items() if v is not None)
+
+
+@dataclass(frozen=True)
 class ModelParams:
     """A model: prior + encoder family + objective weights.
 
@@ -77,6 +103,14 @@ class ModelParams:
     train_steps: int = 0  # joint-training steps of this model (0: train.steps)
     pretrain_steps: int = 0  # pretraining steps when a setup's pretrain_model is this entry (0: pretrain.steps)
     prior: PriorParams = field(default_factory=PriorParams)
+    # this model's own batch size / learning rate / lr decay in joint training, and in pretraining when
+    # a setup's pretrain_model is this entry (None: the train: / pretrain: section's)
+    train_phase: PhaseOverrides | None = None
+    pretrain_phase: PhaseOverrides | None = None
+
+    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("train_phase", "pretrain_phase")
+    """Fields left out of the record (and of fingerprints) while unset, so that the records of models
+    without them are those written before they existed."""
 
     own_prior: typing.ClassVar[bool] = False
     fitted_by_em: typing.ClassVar[bool] = False  # no pretraining, no optimiser: warm_start must be scratch
@@ -89,15 +123,31 @@ class ModelParams:
         _non_negative(f"{key}.train_steps", self.train_steps)
         _non_negative(f"{key}.pretrain_steps", self.pretrain_steps)
         self.prior.check(f"{key}.prior")
+        for name in self.OPTIONAL:
+            if getattr(self, name) is not None:
+                getattr(self, name).check(f"{key}.{name}")
         if self.own_prior and self.prior != PriorParams():
             raise ParamsError(f"{key}.prior: kind {self.kind} has its own prior; remove the prior key")
 
     def record(self) -> dict:
         """The settings as recorded with the results (``prior`` only for kinds whose prior it sets)."""
-        out = dataclasses.asdict(self)
+        out = self.fields()
         if self.own_prior:
             del out["prior"]
         return out
+
+    def fields(self) -> dict:
+        """``dataclasses.asdict``, less the :attr:`OPTIONAL` fields that are unset."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if not (k in self.OPTIONAL and v is None)}
+
+    def phase(self, name: str, opt):
+        """The ``pretrain`` or ``train`` phase ``opt`` (an ``OptimParams``) as this model runs it: its
+        own length (``pretrain_steps`` / ``train_steps``) and settings (``pretrain_phase`` / ``train_phase``)."""
+        steps = {"pretrain": self.pretrain_steps, "train": self.train_steps}[name]
+        if steps:
+            opt = dataclasses.replace(opt, steps=steps)
+        overrides = getattr(self, f"{name}_phase")
+        return overrides.over(opt) if overrides is not None else opt
 
 
 ENCODER_INPUTS = ("raw", "row_normalised")

@@ -17,7 +17,8 @@ class SetupParams:
 
     dataset: str
     latent_dim: int
-    encoder: Literal["mlp", "conv"] = "mlp"
+    # mlp; conv (4x4 stride-2 layers, 32 / 64 px); conv3 (3x3 layers, strides 1 and 2 alternating: paper 001)
+    encoder: Literal["mlp", "conv", "conv3"] = "mlp"
     decoder: Literal["mlp", "conv"] = "mlp"
     hidden: list[int] = field(default_factory=lambda: [256, 256])  # the MLP encoder's layers (conv: its dense layer)
     channels: list[int] = field(default_factory=lambda: [32, 32, 64, 64])
@@ -25,6 +26,8 @@ class SetupParams:
     # (paper 004 A.4: three tanh layers of 1200 after Chen et al.'s ReLU encoder)
     decoder_hidden: list[int] | None = None
     decoder_activation: Literal["relu", "tanh"] = "relu"
+    # the conv3 encoder's channels, one per layer: None = paper 001's (32, 32, 32, 64, 64, 64, 64, 64)
+    encoder_channels: list[int] | None = None
     likelihood: str = "bernoulli"  # a name in priorlab.likelihoods.LIKELIHOODS
     # Gaussian likelihood: fixed observation std, or "learned" per feature
     obs_std: float = 0.1
@@ -49,6 +52,10 @@ class SetupParams:
         for i, h in enumerate(self.decoder_hidden or []):
             _positive(f"{key}.decoder_hidden[{i}]", h)
         _one_of(f"{key}.decoder_activation", self.decoder_activation, ("relu", "tanh"))
+        for i, c in enumerate(self.encoder_channels or []):
+            _positive(f"{key}.encoder_channels[{i}]", c)
+        if self.encoder_channels is not None and self.encoder != "conv3":
+            raise ParamsError(f"{key}.encoder_channels is an option of the conv3 encoder, not of {self.encoder!r}")
         if self.decoder != "mlp" and (self.decoder_hidden is not None or self.decoder_activation != "relu"):
             raise ParamsError(f"{key}.decoder_hidden / decoder_activation are options of the mlp decoder, "
                               f"not of {self.decoder!r}")
@@ -62,7 +69,7 @@ class SetupParams:
                 del out[name]
         return out
 
-    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("decoder_hidden", "decoder_activation")
+    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("decoder_hidden", "decoder_activation", "encoder_channels")
 
 
 @dataclass(frozen=True)

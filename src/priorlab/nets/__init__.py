@@ -8,20 +8,24 @@ from typing import TYPE_CHECKING
 from torch import nn
 
 from priorlab.likelihoods import build_likelihood
-from priorlab.nets.conv import ConvDecoder, ConvEncoder
+from priorlab.nets.conv import PAPER_001_CHANNELS, ConvDecoder, ConvEncoder, StridedConvEncoder
 from priorlab.nets.mlp import MLPDecoder, MLPEncoder
 
 if TYPE_CHECKING:
     from priorlab.config import SetupParams
 
 
-def build_encoder(kind: str, obs_shape, out_features: int, hidden: list[int], channels: list[int]) -> nn.Module:
-    """Encoder body mapping observations to ``out_features`` posterior parameters."""
+def build_encoder(kind: str, obs_shape, out_features: int, hidden: list[int], channels: list[int],
+                  encoder_channels: list[int] | None = None) -> nn.Module:
+    """Encoder body mapping observations to ``out_features`` posterior parameters (``conv3``: its
+    ``encoder_channels``, by default paper 001's eight)."""
     if kind == "mlp":
         return MLPEncoder(obs_shape, hidden, out_features)
     if kind == "conv":
         return ConvEncoder(obs_shape, channels, hidden[-1] if hidden else 256, out_features)
-    raise ValueError(f"unknown encoder {kind!r}; allowed: mlp, conv")
+    if kind == "conv3":
+        return StridedConvEncoder(obs_shape, list(encoder_channels or PAPER_001_CHANNELS), out_features)
+    raise ValueError(f"unknown encoder {kind!r}; allowed: mlp, conv, conv3")
 
 
 def build_decoder(
@@ -42,10 +46,11 @@ def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: i
     """The setup's encoder body, decoder body and likelihood: identical for every model kind,
     so that comparisons are fair (the posterior family sets ``params_per_dim`` of the encoder)."""
     likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
-    encoder = build_encoder(setup.encoder, obs_shape, params_per_dim * setup.latent_dim, setup.hidden, setup.channels)
+    encoder = build_encoder(setup.encoder, obs_shape, params_per_dim * setup.latent_dim, setup.hidden, setup.channels,
+                            setup.encoder_channels)
     decoder = build_decoder(setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_feature, setup.hidden,
                             setup.channels, setup.decoder_hidden, setup.decoder_activation)
     return encoder, decoder, likelihood
 
 
-__all__ = ["ConvDecoder", "ConvEncoder", "MLPDecoder", "MLPEncoder", "build_decoder", "build_encoder", "build_nets"]
+__all__ = ["ConvDecoder", "ConvEncoder", "MLPDecoder", "MLPEncoder", "StridedConvEncoder", "build_decoder", "build_encoder", "build_nets"]

@@ -1,9 +1,13 @@
 """Convolutional encoder and decoder bodies.
 
-The architecture of disentanglement_lib / Burgess et al. (2018): 4x4 stride-2
-convolutions halving the resolution, then a fully connected layer; the
-decoder mirrors it with transposed convolutions.  Works for 32x32 and 64x64
-inputs (``len(channels)`` halvings must leave at least 2x2 pixels).
+``conv``: the architecture of disentanglement_lib / Burgess et al. (2018): 4x4 stride-2
+convolutions halving the resolution, then a fully connected layer; the decoder mirrors it with
+transposed convolutions.  Works for 32x32 and 64x64 inputs (``len(channels)`` halvings must leave
+at least 2x2 pixels).
+
+``conv3``: paper 001's MNIST encoder (sec. 4.1, after Gulrajani et al. 2017): 3x3 convolutions with
+strides 1 and 2 alternating, ReLU between them, then one linear layer to the posterior parameters
+(2DI); any input size.
 """
 
 from __future__ import annotations
@@ -35,6 +39,30 @@ class ConvEncoder(nn.Module):
         self.fc = nn.Sequential(
             nn.Linear(c_in * self.final**2, hidden), nn.ReLU(), nn.Linear(hidden, out_features)
         )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x).flatten(1))
+
+
+PAPER_001_CHANNELS = (32, 32, 32, 64, 64, 64, 64, 64)
+"""Paper 001 sec. 4.1: "8 layers of kernel size 3 ... 32 in the first 3 layers, then 64 in the last five"."""
+
+
+class StridedConvEncoder(nn.Module):
+    """3x3 convolutions (padding 1) with strides 1, 2, 1, 2, ... and a ReLU after each, then a linear
+    layer: ``channels`` = (32,) * 3 + (64,) * 5 is paper 001's 8-layer CNN (sec. 4.1); on 28x28 MNIST
+    the four stride-2 layers leave 64 x 2 x 2 features."""
+
+    def __init__(self, obs_shape: tuple[int, ...], channels: list[int], out_features: int):
+        super().__init__()
+        c_in, side = obs_shape[0], obs_shape[-1]
+        layers: list[nn.Module] = []
+        for i, c in enumerate(channels):
+            stride = 1 + i % 2
+            layers += [nn.Conv2d(c_in, c, 3, stride=stride, padding=1), nn.ReLU()]
+            c_in, side = c, (side - 1) // stride + 1
+        self.conv = nn.Sequential(*layers)
+        self.fc = nn.Linear(c_in * side * side, out_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.conv(x).flatten(1))

@@ -1,0 +1,63 @@
+"""Encoder bodies: paper 001's 8-layer CNN (sec. 4.1) layer by layer, and its setup options."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from priorlab.config import ModelParams, ParamsError, SetupParams
+from priorlab.models import build_model
+from priorlab.models.protocol import Batch, StepContext
+from priorlab.nets import build_encoder, build_nets
+from priorlab.nets.conv import PAPER_001_CHANNELS, StridedConvEncoder
+
+
+def test_paper_001_encoder_is_eight_3x3_layers_with_strides_1_2_alternating():
+    enc = build_encoder("conv3", (1, 28, 28), out_features=2 * 64, hidden=[500], channels=[32])
+    convs = [m for m in enc.conv if isinstance(m, nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [32, 32, 32, 64, 64, 64, 64, 64]
+    assert [c.kernel_size for c in convs] == [(3, 3)] * 8
+    assert [c.stride[0] for c in convs] == [1, 2, 1, 2, 1, 2, 1, 2]
+    assert sum(isinstance(m, nn.ReLU) for m in enc.conv) == 8
+    x = torch.rand(5, 1, 28, 28)
+    assert enc.conv(x).shape == (5, 64, 2, 2)  # 28 -> 14 -> 7 -> 4 -> 2
+    assert isinstance(enc.fc, nn.Linear) and enc.fc.in_features == 256  # one linear layer to 2DI
+    assert enc(x).shape == (5, 128)
+    n_conv = sum(9 * a * b + b for a, b in zip((1,) + PAPER_001_CHANNELS[:-1], PAPER_001_CHANNELS))
+    assert sum(p.numel() for p in enc.parameters()) == n_conv + 256 * 128 + 128
+
+
+@pytest.mark.parametrize("side, final", [(64, 16), (32, 8), (7, 2)])
+def test_any_input_size_and_channels(side, final):
+    enc = StridedConvEncoder((3, side, side), [8, 16, 16, 24], out_features=6)
+    x = torch.rand(2, 3, side, side)
+    assert enc.conv(x).shape == (2, 24, final, final) and enc(x).shape == (2, 6)
+
+
+def test_a_setup_with_the_cnn_encoder_trains_a_model():
+    torch.manual_seed(0)
+    setup = SetupParams(dataset="mnist", latent_dim=4, encoder="conv3", encoder_channels=[4, 4, 8, 8], hidden=[32])
+    encoder, _, _ = build_nets(setup, (1, 28, 28), params_per_dim=2)
+    assert isinstance(encoder, StridedConvEncoder)
+    model = build_model(setup, ModelParams(kind="vae"), (1, 28, 28))
+    x = (torch.rand(16, 1, 28, 28) > 0.5).float()
+    first = [p.detach().clone() for p in model.parameters()]
+    opt = torch.optim.Adam(model.param_groups(1e-2), lr=1e-2)
+    logs = [model.train_step(Batch(x), t, StepContext(opt)) for t in range(5)]
+    assert all(torch.isfinite(torch.as_tensor(float(log["loss"]))) for log in logs)
+    assert float(logs[-1]["loss"]) < float(logs[0]["loss"])
+    assert all(not torch.equal(a, b) for a, b in zip(first, model.parameters()))  # the CNN trains too
+    assert any(isinstance(m, StridedConvEncoder) for m in model.modules())
+
+
+def test_encoder_channels_belong_to_the_cnn_encoder_and_are_recorded_only_where_set():
+    with pytest.raises(ParamsError, match="encoder_channels is an option of the conv3 encoder"):
+        SetupParams(dataset="x", latent_dim=2, encoder="mlp", encoder_channels=[8]).check("setups.x")
+    with pytest.raises(ParamsError, match=r"encoder_channels\[1\]"):
+        SetupParams(dataset="x", latent_dim=2, encoder="conv3", encoder_channels=[8, 0]).check("setups.x")
+    plain = SetupParams(dataset="x", latent_dim=2)
+    assert "encoder_channels" not in plain.record()  # records of setups without it are as before
+    assert dataclasses.replace(plain, encoder="conv3", encoder_channels=[8]).record()["encoder_channels"] == [8]
