@@ -40,6 +40,15 @@ def missing() -> str | None:
     return None
 
 
+def covered_by_the_cluster_test():
+    """``skipif`` for a slow test whose assertions the cluster test (tests/test_slurm.py) makes too, on a
+    real scheduler and an SSH remote: it runs only where the cluster test skips (CI time, issue 30)."""
+    import pytest
+
+    return pytest.mark.skipif(missing() is None, reason="covered by tests/test_slurm.py's cluster test, which "
+                                                        "runs here (it skips where Slurm or sshd is absent)")
+
+
 SLURM_CONF = """\
 ClusterName=priorlab-test
 SlurmctldHost=localhost(127.0.0.1)
@@ -121,6 +130,19 @@ unlike ``ip netns exec`` it leaves ``/sys`` as it is, cgroups included, which sl
 def _kill_pidfile(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
         os.kill(int(path.read_text().split()[0]), signal.SIGTERM)
+
+
+def leftovers(directory: Path, namespace_prefix: str = "priorlab-test-", timeout: float = 15.0) -> list[str]:
+    """Processes still running from ``directory`` (daemons, jobs) and test namespaces still there,
+    after waiting up to ``timeout`` seconds for them to go."""
+    end = time.monotonic() + timeout
+    while True:
+        procs = subprocess.run(["pgrep", "-a", "-f", str(directory)], capture_output=True, text=True).stdout.splitlines()
+        spaces = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+                  if n.startswith(f"{namespace_prefix}{os.getpid()}")]
+        if not (procs or spaces) or time.monotonic() > end:
+            return procs + spaces
+        time.sleep(0.5)
 
 
 def _interrupt(signum, frame):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from scipy.special import betaln, gammaln
+from scipy.special import betaln
 
 from priorlab.priors.lp_nested import (
     LpNested,
@@ -98,7 +98,7 @@ def test_layout_parser_rejects_bad_input(params, message):
 
 def test_norm_matches_naive_formula_and_is_stable():
     g = gen(0)
-    p0, subs = 1.7, [[3.0, 2], [1.2, 1], [2.5, 3]]
+    p0 = 1.7  # subspaces: (p 3.0, size 2), (1.2, 1), (2.5, 3)
     z = torch.randn(50, 6, generator=g, dtype=D)
     za = z.abs().numpy()
     f_sub = [(za[:, 0:2] ** 3.0).sum(1) ** (1 / 3.0), za[:, 2], (za[:, 3:6] ** 2.5).sum(1) ** (1 / 2.5)]

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from benchmarks.project_copy import copy_project
+from tests.cluster_servers import covered_by_the_cluster_test
 from tests.tiny_pipeline import dvc, lock_outs, sh
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +51,17 @@ def test_outputs_and_metric_ranges(project):
     assert all(run.rsplit("-", 1)[0].split("-")[0] in report for run in RUNS) and "MIG" in report
     assert not list((project / ".checkpoints").rglob("*.pt")), "checkpoints are removed on completion"
     assert "dsprites-beta_vae-0" in dvc(project, "metrics", "show").stdout
+
+
+def test_metrics_show_lists_only_the_files_this_profiles_stages_write(project):
+    """A metrics file another profile left behind (a profile switch in place) is not in `dvc metrics show`."""
+    stale = project / "metrics" / "baselines" / "other_profile-vae-0.json"
+    stale.write_text('{"test": {"elbo": -1.0}}\n')
+    try:
+        shown = dvc(project, "metrics", "show").stdout
+    finally:
+        stale.unlink()
+    assert "dsprites-beta_vae-0" in shown and "other_profile-vae-0" not in shown
 
 
 def test_em_model_on_vector_data_skips_pretraining_and_resumes_after_kill(project):
@@ -225,6 +237,7 @@ def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_p
     assert bad.returncode == 2 and bad.stderr.startswith("error: no plan file"), bad.stderr
 
 
+@covered_by_the_cluster_test()  # the shards' runners (-j 1, -j 2) and the collector's match the serial run there
 def test_parallel_runner_matches_serial_dvc_repro(tiny_serial, tmp_path):
     """`python -m priorlab.repro -j 2` (what `make repro` runs) on a fresh copy gives byte for byte the
     outputs of the serial `dvc repro` of the fixture, leaves a dvc.lock DVC finds up to date, and a

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from priorlab.config import load_params
+from tests.cluster_servers import covered_by_the_cluster_test
 from priorlab.shard import cell_costs, ShardError, main, parse_shard, pretrain_cost, run_cost, split
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,6 +200,7 @@ def _files(root: Path, lock_entry: dict) -> dict[str, bytes]:
 
 @pytest.mark.slow
 @needs_shard_edits
+@covered_by_the_cluster_test()  # a collector restoring what shards pushed from their own checkouts: test_slurm
 def test_second_clone_restores_a_pushed_shard_and_reruns_nothing_of_it(tmp_path):
     """Clone A runs a shard of the tiny profile and pushes it to a local-directory remote; clone B
     (same commit) collects: every stage of A's shard, its study cell included, is restored from the

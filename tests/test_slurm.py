@@ -146,9 +146,8 @@ def test_the_collect_job_refuses_while_a_shard_is_missing(checkout, tmp_path, ca
     ("sbatch", "sbatch not found"),
     ("shards", "--shards must be at least 1"),
 ])
-def test_submit_refuses_in_one_line(checkout, tmp_path, monkeypatch, change, message):
+def test_submit_refuses_in_one_line(checkout, tmp_path, monkeypatch, capsys, change, message):
     args = ["--shards", "0" if change == "shards" else "2"]
-    env = {**os.environ, "PYTHONPATH": str(checkout / "src")}
     if change == "params":
         (checkout / "params.yaml").write_text((checkout / "params.yaml").read_text() + "\n# edited\n")
     if change == "remote":
@@ -156,14 +155,16 @@ def test_submit_refuses_in_one_line(checkout, tmp_path, monkeypatch, change, mes
     if change == "sbatch":  # a PATH with git and this Python only
         (tmp_path / "bin").mkdir()
         (tmp_path / "bin" / "git").symlink_to(shutil.which("git"))
-        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + str(tmp_path / "bin")
+        monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + str(tmp_path / "bin"))
     try:
-        proc = subprocess.run([sys.executable, "-m", "priorlab.slurm", "-C", str(checkout), "submit", *args],
-                              capture_output=True, text=True, env=env)
+        status = slurm.main(["-C", str(checkout), "submit", *args])
     finally:
-        sh(checkout, "git", "checkout", "-q", "--", "params.yaml")
-        dvc(checkout, "remote", "default", "--local", "store")
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+        if change == "params":
+            sh(checkout, "git", "checkout", "-q", "--", "params.yaml")
+        if change == "remote":
+            dvc(checkout, "remote", "default", "--local", "store")
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and message in err, err
 
 
 def test_push_sends_objects_before_run_cache_entries(monkeypatch):
@@ -255,8 +256,8 @@ def test_tiny_profile_as_a_slurm_array_with_an_ssh_remote(tiny_serial, tmp_path)
         assert "submitted shard(s) 0/2, 1/2" in first, first
         job = re.search(r"array job (\d+)", first).group(1)
         sub = Submission.load(next((project / ".slurm").iterdir()))
-        killed_stage = _wait_for_line(cluster, lambda: _log_lines(sub, f"shard-0-{job}.out"), r"running ((?:train|isa_fit|mssc_fit)@\S+):", 600)
-        time.sleep(1)  # mid-stage: its process is still importing torch
+        killed_stage = _wait_for_line(cluster, lambda: _log_lines(sub, f"shard-0-{job}.out"), r"running (evaluate@\S+):", 600)
+        time.sleep(1)  # mid-stage (its process is still importing torch), late in the shard's work
         cluster.run(["scancel", f"{job}_0"])  # as a user's cancel or a pre-emption: SIGTERM, SIGKILL after 5 s
         cluster.wait_idle(600)
         first_log = _log_lines(sub, f"shard-0-{job}.out")[0].read_text()
@@ -276,8 +277,11 @@ def test_tiny_profile_as_a_slurm_array_with_an_ssh_remote(tiny_serial, tmp_path)
         assert "0 failed" in collect_log and "training stage(s) ran here" not in collect_log, collect_log[-3000:]
         _remote_is_whole(remote)
 
+    assert not cluster_servers.leftovers(tmp_path / "cluster")  # every server and job stopped, namespace gone
     assert "up to date" in dvc(project, "status").stdout
     assert lock_outs(project) == tiny_serial.outs  # byte-identical to the serial run
+    again = sh(project, sys.executable, "-m", "priorlab.repro", "-j", "2")
+    assert "0 stage(s) ran" in again.stdout, again.stdout
     ran = Counter(s for name, text in logs.items() if name.startswith("shard-") for s in re.findall(r"running (\S+):", text))
     twice = {s for s, n in ran.items() if n > 1}
     assert twice == {killed_stage} and ran[killed_stage] == 2, ran
