@@ -238,3 +238,12 @@ def test_a_models_own_batch_and_lr_are_checked_and_named():
     raw["models"][model]["train_phase"]["colour"] = 1
     with pytest.raises(ParamsError, match="train_phase.colour: unknown key"):
         parse_params(raw)
+
+
+def test_a_models_printed_settings_leave_out_unset_options():
+    """Reports print a models: entry with f"{spec}" (paper 000's README): unset optional fields are left
+    out, so the text is what it was before they existed; set ones are shown."""
+    raw, model = _with_vsc_phases(yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text()))
+    plain = load_params(ROOT / "profiles" / "tiny.yaml").model(model)
+    assert str(plain) == repr(plain).replace("train_phase=None, pretrain_phase=None, ", "")
+    assert "train_phase=PhaseOverrides(batch_size=32" in str(parse_params(raw).model(model))

@@ -127,6 +127,7 @@ def test_both_studies_run_on_tiny_settings(tmp_path, monkeypatch):
     except FileNotFoundError:
         pytest.skip("MovieLens / PBMC files not installed (scripts/install_datasets.sh)")
     monkeypatch.setattr(E.paths, "CHECKPOINTS", tmp_path / "ckpt")
+    monkeypatch.setattr(E.paths, "MODELS", tmp_path / "models")  # the nets it saves: not the project's outputs
     params = _params(movielens=_tiny(["s", "v", "vsc"]), single_cell=_tiny(["s", "v"]))
     params.sparse_vae_study.check("sparse_vae_study", params)
     out = R.run_real(params, R.real_rows(params))
@@ -145,3 +146,4 @@ def test_both_studies_run_on_tiny_settings(tmp_path, monkeypatch):
     assert again["movielens"]["rows"] == [] and len(again["single_cell"]["rows"]) == 3
     first = R.run_real(counted, R.real_rows(counted))  # same seeds: same numbers
     assert first["single_cell"]["rows"] == again["single_cell"]["rows"]
+    assert (tmp_path / "models" / E.NAME / R.REAL_CELL / "pbmc-0-c.pt").is_file()

@@ -136,6 +136,13 @@ class ModelParams:
             del out["prior"]
         return out
 
+    def __str__(self) -> str:
+        """The dataclass repr less the unset :attr:`OPTIONAL` fields: what reports print (``f"{spec}"``) stays
+        as it was written before those fields existed."""
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                          if f.repr and not (f.name in self.OPTIONAL and getattr(self, f.name) is None))
+        return f"{type(self).__qualname__}({shown})"
+
     def fields(self) -> dict:
         """``dataclasses.asdict``, less the :attr:`OPTIONAL` fields that are unset."""
         return {k: v for k, v in dataclasses.asdict(self).items() if not (k in self.OPTIONAL and v is None)}
