@@ -123,37 +123,29 @@ def head_commit(root: Path) -> str:
 # --------------------------------------------------------------------------- job scripts
 
 
-def array_script(sub: Submission, indices: Sequence[int]) -> str:
-    """The ``sbatch`` script of the shards ``indices``: task *i* runs shard *i*/N."""
-    lines = ["#!/bin/bash",
-             f"#SBATCH --job-name=priorlab-{sub.name}",
-             f"#SBATCH --array={','.join(map(str, indices))}",
-             f"#SBATCH --output={sub.dir}/logs/shard-%a-%A.out",
-             "#SBATCH --open-mode=append",
-             "#SBATCH --requeue",
-             f"#SBATCH --cpus-per-task={max(sub.jobs, 1)}"]
+def _job_script(sub: Submission, directives: list[str], pythonpath: str, command: str) -> str:
+    """An ``sbatch`` script: ``directives`` and the resources of ``sub``, then ``python -m priorlab.slurm``
+    ``command`` with the job's code first on PYTHONPATH."""
+    lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives), f"#SBATCH --cpus-per-task={max(sub.jobs, 1)}"]
     if sub.gpus_per_task:
         lines.append(f"#SBATCH --gpus-per-task={sub.gpus_per_task}")
-    lines += ["set -euo pipefail",
-              f"export PYTHONPATH={shlex.quote(str(sub.dir / 'work'))}/\"$SLURM_ARRAY_TASK_ID\"/src",
-              f"exec {shlex.quote(sub.python)} -m priorlab.slurm -C {shlex.quote(sub.root)} task "
-              f"--submission {sub.name} --index \"$SLURM_ARRAY_TASK_ID\""]
+    lines += ["set -euo pipefail", f"export PYTHONPATH={pythonpath}",
+              f"exec {shlex.quote(sub.python)} -m priorlab.slurm -C {shlex.quote(sub.root)} {command}"]
     return "\n".join(lines) + "\n"
+
+
+def array_script(sub: Submission, indices: Sequence[int]) -> str:
+    """The ``sbatch`` script of the shards ``indices``: task *i* runs shard *i*/N."""
+    return _job_script(sub, [f"--job-name=priorlab-{sub.name}", f"--array={','.join(map(str, indices))}",
+                             f"--output={sub.dir}/logs/shard-%a-%A.out", "--open-mode=append", "--requeue"],
+                       f"{shlex.quote(str(sub.dir / 'work'))}/\"$SLURM_ARRAY_TASK_ID\"/src",
+                       f"task --submission {sub.name} --index \"$SLURM_ARRAY_TASK_ID\"")
 
 
 def collect_script(sub: Submission) -> str:
     """The ``sbatch`` script of the collect job (submitted with a dependency on the array)."""
-    lines = ["#!/bin/bash",
-             f"#SBATCH --job-name=priorlab-{sub.name}-collect",
-             f"#SBATCH --output={sub.dir}/logs/collect-%j.out",
-             f"#SBATCH --cpus-per-task={max(sub.jobs, 1)}"]
-    if sub.gpus_per_task:
-        lines.append(f"#SBATCH --gpus-per-task={sub.gpus_per_task}")
-    lines += ["set -euo pipefail",
-              f"export PYTHONPATH={shlex.quote(str(Path(sub.root) / 'src'))}",
-              f"exec {shlex.quote(sub.python)} -m priorlab.slurm -C {shlex.quote(sub.root)} collect "
-              f"--submission {sub.name}"]
-    return "\n".join(lines) + "\n"
+    return _job_script(sub, [f"--job-name=priorlab-{sub.name}-collect", f"--output={sub.dir}/logs/collect-%j.out"],
+                       shlex.quote(str(Path(sub.root) / "src")), f"collect --submission {sub.name}")
 
 
 def _sbatch(script: Path, extra: Sequence[str], dependency: str | None = None) -> str:
