@@ -65,8 +65,9 @@ test: venv datasets browser cluster-tools  ## the whole test suite, slow checks 
 test-fast: venv        ## skip the slow statistical and end-to-end checks
 	$(BIN)/python -m pytest -q -m "not slow"
 
-profile: venv          ## make profile PROFILE=tiny|cpu|paper: copy profiles/$(PROFILE).yaml to params.yaml
-	$(BIN)/python -m priorlab.config use $(PROFILE)
+SET ?=
+profile: venv          ## make profile PROFILE=tiny|cpu|paper [SET='key.path=value ...']: profiles/$(PROFILE).yaml (with SET) to params.yaml
+	$(BIN)/python -m priorlab.config use $(PROFILE) $(foreach s,$(SET),--set '$(s)')
 
 bench: venv            ## training-step time ratios and the tiny pipeline's wall time -> reports/bench.json
 	$(BIN)/python -m benchmarks.bench

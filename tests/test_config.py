@@ -74,6 +74,31 @@ def test_use_profile_copies_and_validates(tmp_path):
         use_profile("tinyy", tmp_path)
 
 
+def test_use_profile_with_overrides_keeps_comments_and_refuses_typos(tmp_path, capsys, monkeypatch):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "paper.yaml").write_text((ROOT / "profiles" / "paper.yaml").read_text())
+    sets = ["isa_study.betas=[1, 2]", "isa_study.train.steps=3550", "threads=2"]
+    use_profile("paper", tmp_path, overrides=sets)
+    text = (tmp_path / "params.yaml").read_text()
+    p = load_params(tmp_path / "params.yaml")
+    assert p.isa_study.betas == [1.0, 2.0] and p.isa_study.train.steps == 3550 and p.threads == 2
+    assert p.isa_study.train.batch_size == 2048  # the rest of the flow mapping is kept
+    assert "# paper 004 A.4: MLP 1200-1200 nets" in text  # comments survive
+    before = text
+    for bad, message in [("isa_study.train.stepz=1", "has no key isa_study.train.stepz"),
+                         ("isa_study.betas", "expected DOTTED.KEY=VALUE"),
+                         ("isa_study.train.steps=-5", "steps")]:
+        with pytest.raises(ParamsError, match=message):
+            use_profile("paper", tmp_path, overrides=[bad])
+        assert (tmp_path / "params.yaml").read_text() == before  # nothing half-written
+        assert not (tmp_path / "params.yaml.tmp").exists()
+    monkeypatch.chdir(tmp_path)
+    assert main(["use", "paper", "--set", "threads=3"]) == 0
+    assert load_params(tmp_path / "params.yaml").threads == 3
+    assert main(["use", "paper", "threads=3"]) == 2  # --set missing: usage
+    assert "usage" in capsys.readouterr().err
+
+
 def test_cli_exit_codes(tmp_path, capsys):
     bad = tmp_path / "p.yaml"
     bad.write_text("profile: [unclosed\n")

@@ -339,17 +339,58 @@ def profile_path(name: str, root: str | Path = ".") -> Path:
     return Path(root) / "profiles" / f"{name}.yaml"
 
 
-def use_profile(name: str, root: str | Path = ".") -> Path:
-    """Validate ``profiles/<name>.yaml`` and copy it to ``params.yaml``."""
+def use_profile(name: str, root: str | Path = ".", overrides: typing.Sequence[str] = ()) -> Path:
+    """Validate ``profiles/<name>.yaml`` with ``overrides`` applied and write it to ``params.yaml``.
+
+    An override is ``DOTTED.KEY=VALUE`` with VALUE read as YAML, as ``dvc exp run -S`` takes it
+    (``isa_study.betas=[1, 2]``); its key must exist in the profile (a typo is an error, not a new
+    entry).  The file keeps the profile's comments; nothing is written unless the result validates."""
     src = profile_path(name, root)
-    params = load_params(src)
-    if params.profile != name:
-        raise ParamsError(f"{src}: profile key is {params.profile!r}, expected {name!r}")
     dst = Path(root) / "params.yaml"
     tmp = dst.with_suffix(".yaml.tmp")
-    shutil.copyfile(src, tmp)
+    try:
+        if overrides:
+            tmp.write_text(apply_overrides(src.read_text(), overrides, src))
+        else:
+            shutil.copyfile(src, tmp)
+        params = load_params(tmp)
+        if params.profile != name:
+            raise ParamsError(f"{src}: profile key is {params.profile!r}, expected {name!r}")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(dst)
     return dst
+
+
+def apply_overrides(text: str, overrides: typing.Sequence[str], source: str | Path = "params") -> str:
+    """``text`` (a params file) with each ``DOTTED.KEY=VALUE`` override set, comments kept."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    rt = YAML()
+    rt.width = 4096
+    doc = rt.load(text)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ParamsError(f"override {item!r}: expected DOTTED.KEY=VALUE, e.g. isa_study.train.steps=3550")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ParamsError(f"override {item!r}: the value is not YAML ({exc.problem})") from None
+        node, parts = doc, key.split(".")
+        for depth, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                raise ParamsError(f"override {item!r}: {source} has no key {'.'.join(parts[:depth + 1])}")
+            if depth == len(parts) - 1:
+                node[part] = value
+            else:
+                node = node[part]
+    buf = io.StringIO()
+    rt.dump(doc, buf)
+    return buf.getvalue()
 
 
 def check_machine(path: str | Path = "params.yaml") -> None:
@@ -368,12 +409,13 @@ def check_machine(path: str | Path = "params.yaml") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m priorlab.config use PROFILE`` | ``check [--once] [PATH]``."""
+    """``python -m priorlab.config use PROFILE [--set KEY=VALUE ...]`` | ``check [--once] [PATH]``."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if len(argv) == 2 and argv[0] == "use":
-            dst = use_profile(argv[1])
-            print(f"params.yaml <- profiles/{argv[1]}.yaml")
+        if len(argv) >= 2 and argv[0] == "use" and all(a == "--set" for a in argv[2::2]) and len(argv) % 2 == 0:
+            sets = argv[3::2]
+            dst = use_profile(argv[1], overrides=sets)
+            print(f"params.yaml <- profiles/{argv[1]}.yaml" + "".join(f", {s}" for s in sets))
             return 0 if dst.exists() else 1
         if argv and argv[0] == "check" and len(argv) <= 3:
             once = "--once" in argv[1:]
@@ -387,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print("usage: python -m priorlab.config use {tiny,cpu,paper} | check [--once] [PATH]", file=sys.stderr)
+    print("usage: python -m priorlab.config use {tiny,cpu,paper} [--set DOTTED.KEY=VALUE ...] | check [--once] [PATH]", file=sys.stderr)
     return 2
 
 

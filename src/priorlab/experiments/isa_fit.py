@@ -153,9 +153,8 @@ def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.devic
     model.bind_data(data)
     fit(model, model.training_set(data), opt, checkpoint=paths.CHECKPOINTS / NAME / f"{run.name}.pt", live_dir=None,
         fingerprint=fp, device=device, desc=f"{NAME}/{run.name}")
-    model.to("cpu")
     train_s = time.perf_counter() - t0
-    result = evaluate_model(model, data, gt, study.evaluate, profile=params.profile)
+    result = evaluate_model(model, data, gt, study.evaluate, profile=params.profile, device=device)  # where it trained
     result["mig_chen"] = chen_scores(posterior_function(model, data.prepare, study.evaluate.batch_size), gt,
                                      study.mig_chen)
     row = {"run": run.name, "model": run.model, "label": label(run.spec), "kind": run.spec.kind,
@@ -164,6 +163,7 @@ def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.devic
            "model_params": run.spec.record(), "metrics": result,
            "responses": [r.tolist() for r in factor_responses(
                representation_function(model, data.prepare, study.evaluate.batch_size), gt, RESPONSE_POINTS, run.seed)]}
+    model.to("cpu")
     for key, dotted in SCORES.items():
         value: Any = result
         for part in dotted.split("."):
