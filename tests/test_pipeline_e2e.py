@@ -226,11 +226,13 @@ def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_p
     (block / "sitecustomize.py").write_text(BLOCK_DVC)
     env = {"PYTHONPATH": f"{block}{os.pathsep}{bare / 'src'}"}
     assert sh(bare, sys.executable, "-c", "import dvc", check=False, env=env).returncode != 0
+    (bare / "reports" / "isa_experiments" / "stale.png").write_text("an earlier run's figure")
     proc = sh(bare, sys.executable, "-m", "priorlab.plan", "run", str(plan), "-j", "2", "--record",
               str(tmp_path / "record.json"), env=env)
     assert "4 stage(s) ran, 0 failed" in proc.stdout, proc.stdout
     out, ref = bare / "reports" / "isa_experiments", project / "reports" / "isa_experiments"
     assert (out / "README.md").is_file() and (out / "latents_isa_vae.png").is_file()
+    assert not (out / "stale.png").exists()  # outputs go before a stage runs, as with dvc repro
     assert (out / "results.csv").read_text() == (ref / "results.csv").read_text()
     assert json.loads((out / "summary.json").read_text()) == json.loads((ref / "summary.json").read_text())
     bad = sh(bare, sys.executable, "-m", "priorlab.plan", "run", str(tmp_path / "none.json"), check=False, env=env)

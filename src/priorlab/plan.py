@@ -6,9 +6,10 @@
 ``export`` asks DVC (through :mod:`priorlab.dvc_adapter`) for the targets' stages and everything
 upstream of them, upstream first, with each stage's command (``foreach`` / ``matrix`` and ``${...}``
 already resolved), working directory, outputs and the stages it waits for, and writes them to a JSON
-plan.  ``run`` executes the plan's commands in dependency order on ``-j`` workers (``--gpus``: one
-``CUDA_VISIBLE_DEVICES`` entry per worker, as ``make repro GPUS=...``), stops launching at the first
-failure and exits 1, and records each stage's wall time (``--record``).  It imports nothing of DVC,
+plan.  ``run`` removes a stage's outputs (persistent ones kept, as DVC does) and runs its command, in
+dependency order on ``-j`` workers (``--gpus``: one ``CUDA_VISIBLE_DEVICES`` entry per worker, as
+``make repro GPUS=...``), stops launching at the first failure and exits 1, and records each stage's
+wall time (``--record``).  It imports nothing of DVC,
 and the stage scripts do not either, so the outputs are those ``dvc repro`` would make; back on a
 machine with DVC, ``dvc commit`` records them in ``dvc.lock``.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +31,7 @@ from typing import Sequence
 
 from priorlab.errors import UserError
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: each stage lists its persistent outputs (kept when it runs)
 
 
 def export(targets: Sequence[str], root: str | Path = ".", stale_only: bool = False) -> dict:
@@ -55,7 +57,8 @@ def export(targets: Sequence[str], root: str | Path = ".", stale_only: bool = Fa
             entries.append({"name": s.addressing, "cmd": s.cmd,
                             "wdir": os.path.relpath(s.wdir, root),
                             "after": sorted(u.addressing for u in ups[s] if u in chosen),
-                            "outs": sorted(os.path.relpath(str(o.fs_path), root) for o in s.outs)})
+                            "outs": sorted(os.path.relpath(str(o.fs_path), root) for o in s.outs),
+                            "persist": sorted(os.path.relpath(str(o.fs_path), root) for o in s.outs if o.persist)})
     return {"version": PLAN_VERSION, "targets": list(targets), "stages": entries}
 
 
@@ -76,6 +79,19 @@ def load_plan(path: str | Path) -> dict:
     return plan
 
 
+def remove_outs(root: Path, stage: dict) -> None:
+    """Delete a stage's outputs before its command runs, persistent ones kept, as ``dvc repro`` does:
+    an output folder then holds only what this run wrote (no files of an earlier run or profile)."""
+    for out in stage["outs"]:
+        if out in stage["persist"]:
+            continue
+        path = root / out
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
 def run(plan: dict, root: str | Path = ".", jobs: int = 1, gpus: Sequence[str] | None = None,
         log=print) -> dict:
     """Execute ``plan`` in ``root`` on ``jobs`` workers; ``{"ran", "failed", "wall_s"}``."""
@@ -94,6 +110,7 @@ def run(plan: dict, root: str | Path = ".", jobs: int = 1, gpus: Sequence[str] |
         ready = [s for s in todo if set(s["after"]) <= done] if not failed else []
         for slot, stage in zip(free, ready):
             todo.remove(stage)
+            remove_outs(root, stage)
             log(f"[worker {slot}] running {stage['name']}: {stage['cmd']}")
             proc = subprocess.Popen(stage["cmd"], shell=True, cwd=root / stage["wdir"], env={**os.environ, **envs[slot]})
             running[slot] = (stage, proc, time.perf_counter())

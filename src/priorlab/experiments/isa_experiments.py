@@ -97,7 +97,12 @@ def representative(frame: pd.DataFrame, score: str = "mig") -> pd.Series:
 def plot_mig_vs_strength(frame: pd.DataFrame, path: Path, score: str = "mig") -> Path:
     """MIG against β (γ for FactorVAE) per model: median over seeds, min-max band, runs as dots."""
     labels = list(dict.fromkeys(frame["label"]))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), gridspec_kw={"width_ratios": [2, 1]})
+    if (frame["kind"] == "factor_vae").any():  # a γ panel beside the β one
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), gridspec_kw={"width_ratios": [2, 1]})
+        axes[1].set_xlabel("γ")
+    else:
+        fig, ax0 = plt.subplots(1, 1, figsize=(6.7, 3.5))
+        axes = [ax0]
     for lab in labels:
         f = frame[frame["label"] == lab]
         ax = axes[1] if f["kind"].iloc[0] == "factor_vae" else axes[0]
@@ -106,7 +111,6 @@ def plot_mig_vs_strength(frame: pd.DataFrame, path: Path, score: str = "mig") ->
         ax.fill_between(g.min().index, g.min(), g.max(), alpha=0.15, color=line.get_color())
         ax.scatter(f["strength"], f[score], s=8, color=line.get_color(), alpha=0.6)
     axes[0].set_xlabel("β")
-    axes[1].set_xlabel("γ")
     for ax in axes:
         ax.set_ylabel(score.replace("_", " "))
         if ax.lines:
@@ -245,8 +249,8 @@ def write_report(params: Params, frame: pd.DataFrame, claims: list[Claim], devic
                   "MIG and reconstruction) beside the median over seeds, at the claim's β:", "",
                   *md_table(list(reps.columns), reps.values.tolist()), "",
                   "## Medians over seeds", ""]
-        cols = [CLAIM_SCORE, "chen_floor", "mig", "mig_no_shape", "dci_d", "factor_vae_score", "beta_vae_score",
-                "sap", "recon_log_lik"]
+        cols = [c for c in [CLAIM_SCORE, "chen_floor", "mig", "mig_no_shape", "dci_d", "factor_vae_score",
+                            "beta_vae_score", "sap", "recon_log_lik"] if frame[c].notna().any()]  # scored ones
         med = frame.groupby(["label", "strength"], sort=False)[cols].median().reset_index()
         lines += md_table(["model", "β / γ", *cols], med.values.tolist()) + [""]
         exps = [(r["run"], r["exponents"]) for _, r in frame.iterrows() if r["exponents"]]
