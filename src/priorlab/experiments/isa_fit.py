@@ -10,8 +10,8 @@ long as a stage process takes to start and load dSprites (≈ 2 s of start-up pe
 
 * ``models/isa_experiments/<model>-<seed>/`` (DVC cache): ``<strength>/model.pt`` and ``rows.json``,
   every strength's row (scores, learned exponents, latent-vs-factor responses) and the device;
-* ``metrics/isa_experiments/<model>-<seed>.json`` (git): the scalar scores per run, for
-  ``dvc metrics diff``.
+* ``metrics/isa_experiments/<model>-<seed>.json`` (git): the scalar scores keyed by strength, for
+  ``dvc metrics show / diff`` (:func:`cell_metrics`).
 
 The ``isa_experiments`` stage only aggregates the cells (:func:`priorlab.experiments.isa_experiments.read_rows`).
 """
@@ -197,6 +197,11 @@ def run_isa_fit(params: Params, model: str, seed: str) -> Path:
     write_json(tmp / "rows.json", {"device": str(device), "rows": rows})
     shutil.rmtree(out, ignore_errors=True)
     tmp.replace(out)
-    write_json(cell_metrics_file(model, int(seed)),
-               {r["run"]: {k: r[k] for k in SCORES if r[k] is not None} for r in rows})
+    write_json(cell_metrics_file(model, int(seed)), cell_metrics(rows))
     return out
+
+
+def cell_metrics(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """A cell's scores for ``dvc metrics show / diff``, keyed by strength (β or γ: the same keys in every
+    cell's file, so the table has a row per model and seed, not a column per run)."""
+    return {f"{r['strength']:g}": {k: r[k] for k in SCORES if r[k] is not None} for r in rows}

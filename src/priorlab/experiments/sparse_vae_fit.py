@@ -199,7 +199,17 @@ def run_sparse_vae_fit(params: Params, rho: str) -> Path:
                                                           for k, v in heat.items()}})
     shutil.rmtree(out, ignore_errors=True)
     tmp.replace(out)
-    write_json(paths.METRICS / NAME / f"{out.name}.json",
-               {f"{r['method']}-{r['seed']}": {k: r[k] for k in ("mse", "dci_d", "f1", "active_columns") if k in r}
-                for r in rows})
+    write_json(paths.METRICS / NAME / f"{out.name}.json", cell_metrics(rows))
+    return out
+
+
+def cell_metrics(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """A ρ cell's headline numbers for ``dvc metrics show / diff``, the same keys in every cell's file:
+    per method, the mean over its data sets of each score it has (and how many data sets); each data
+    set's numbers are in the cell's ``rows.json``."""
+    out: dict[str, dict[str, float]] = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        out[method] = {"datasets": len(mine), **{f"{k}_mean": float(np.mean([r[k] for r in mine]))
+                                                 for k in ("mse", "dci_d", "f1", "active_columns") if k in mine[0]}}
     return out
