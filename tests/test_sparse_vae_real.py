@@ -110,6 +110,51 @@ def test_real_study_config_errors(kw, match):
         SparseVaeRealParams(models=["c", "v"]).check("sparse_vae_study.movielens", params)
 
 
+@pytest.mark.parametrize("grid, match", [
+    ({"x": [2.0]}, "'x' is not in"),
+    ({"s": [2.0]}, "for kind vae, not sparse_vae"),
+    ({"v": []}, "must not be empty"),
+    ({"v": [2.0, -1.0]}, "beta_grid.v\\[1\\]"),
+])
+def test_beta_grid_config_errors(grid, match):
+    params = _params()
+    with pytest.raises(ParamsError, match=match):
+        SparseVaeRealParams(models=["s", "v"], beta_grid=grid).check("sparse_vae_study.movielens", params)
+    with pytest.raises(ParamsError, match="validation_fraction"):
+        SparseVaeRealParams(models=["v"], beta_grid={"v": [2.0]}, validation_fraction=1.0).check("k", params)
+    with pytest.raises(ParamsError, match="MovieLens study only"):
+        SparseVaeStudyParams(single_cell=SparseVaeRealParams(models=["v"], beta_grid={"v": [2.0]})).check(
+            "sparse_vae_study", params)
+
+
+def test_beta_is_chosen_on_validation_rows_by_multinomial_nll(tmp_path, monkeypatch):
+    """Table 1's best β-VAE, chosen without the test rows: each grid member is fitted on the training
+    rows less the validation rows and the lowest validation NLL wins; _fit_models then fits that β on
+    every training row and says so (rows, saved meta); the member scores are what select_beta measured."""
+    from priorlab.experiments import sparse_vae_fit as F
+
+    monkeypatch.setattr(F.paths, "CHECKPOINTS", tmp_path / "ckpt")
+    monkeypatch.setattr(R.paths, "MODELS", tmp_path / "models")
+    rs = np.random.RandomState(0)
+    x = rs.poisson(rs.gamma(0.5, 2.0, (1, 40)), (150, 40)).astype(np.float64)
+    study = _tiny(["v", "s"], beta_grid={"v": [2.0, 16.0, 4.0]}, validation_fraction=0.3)
+    params = _params(movielens=study)
+    spec, sel = R.select_beta(params, study, "v", x, 0, "toy", "multinomial")
+    assert sel["validation_rows"] == 45 and set(sel["validation_nll"]) == {"2", "16", "4"}
+    best = min(sel["validation_nll"], key=sel["validation_nll"].get)
+    assert sel["beta"] == float(best) and spec.beta == float(best) and spec.kind == "vae"
+    assert all(np.isfinite(v) and v > 0 for v in sel["validation_nll"].values())
+    again = R.select_beta(params, study, "v", x, 0, "toy", "multinomial")[1]
+    assert again == sel  # seeded: the same split and fits
+    fitted = {name: (model, chosen) for name, _, model, chosen in
+              R._fit_models(params, study, x[:120], x[120:], 0, "toy", "multinomial")}
+    assert fitted["s"][1] == {} and fitted["v"][1]["beta"] in (2.0, 16.0, 4.0)
+    meta = torch.load(tmp_path / "models" / F.NAME / R.REAL_CELL / "toy-0-v.pt", weights_only=False)["meta"]
+    assert meta["selection"] == fitted["v"][1] and meta["model"]["beta"] == fitted["v"][1]["beta"]  # fitted at it
+    assert "selection" not in torch.load(
+        tmp_path / "models" / F.NAME / R.REAL_CELL / "toy-0-s.pt", weights_only=False)["meta"]
+
+
 def _tiny(models, **kw) -> SparseVaeRealParams:
     return SparseVaeRealParams(models=models, splits=1, latent_dim=3, hidden=[8, 8], n_items=40,
                                train=OptimParams(steps=6, batch_size=64, lr=1e-2, checkpoint_every=10**6), **kw)
@@ -147,3 +192,15 @@ def test_both_studies_run_on_tiny_settings(tmp_path, monkeypatch):
     first = R.run_real(counted, R.real_rows(counted))  # same seeds: same numbers
     assert first["single_cell"]["rows"] == again["single_cell"]["rows"]
     assert (tmp_path / "models" / E.NAME / R.REAL_CELL / "pbmc-0-c.pt").is_file()
+
+
+def test_the_report_names_the_chosen_beta_per_split():
+    params = _params(movielens=_tiny(["s", "v"], beta_grid={"v": [2.0, 4.0]}))
+    sel = {"beta": 4.0, "validation_nll": {"2": 101.5, "4": 99.25}, "validation_rows": 10}
+    rows = [{"split": k, "method": m, "kind": "x", "nll": 100.0 + k, "recall": 0.2, "ndcg": 0.3,
+             **({"selection": sel} if m == "v" else {})} for k in (0, 1) for m in ("s", "v")]
+    lines = "\n".join(R.run_real(params, {"movielens_rows": rows, "topics": {}, "single_cell_rows": []})["lines"])
+    assert "v split 0: β = 4 (2: 101.5, 4: 99.2)" in lines and "v split 1: β = 4" in lines
+    plain = [{k: v for k, v in r.items() if k != "selection"} for r in rows]
+    assert "β chosen" not in "\n".join(R.run_real(params, {"movielens_rows": plain, "topics": {},
+                                                           "single_cell_rows": []})["lines"])
