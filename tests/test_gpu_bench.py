@@ -24,8 +24,8 @@ def test_paper_work_counts_every_run_and_pretraining_once():
     assert sum(w["steps"] for w in work.values()) == steps + pre == steps + sum(w["pretrain_steps"] for w in work.values())
     # beta does not change a step's cost: the beta-VAE runs of one setup share a key with its VAE
     key = gpu_bench.cost_key
-    assert key(params, "smiley18", params.model("beta_vae_b4"), "train") == \
-        key(params, "smiley18", params.model("beta_vae_b50"), "train")
+    assert key(params, "smiley18", params.model("smiley_beta_vae_b4"), "train") == \
+        key(params, "smiley18", params.model("smiley_beta_vae_b50"), "train")
     assert key(params, "mnist", params.model("fmvae_k4"), "train") != key(params, "mnist", params.model("fmvae_k8"), "train")
     assert key(params, "smiley18_vsc", params.model("vsc_smiley"), "train") != \
         key(params, "smiley18_vsc", params.model("vsc_pretrain_smiley"), "pretrain")
