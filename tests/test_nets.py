@@ -1,4 +1,5 @@
-"""Encoder bodies: paper 001's 8-layer CNN (sec. 4.1) layer by layer, and its setup options."""
+"""Encoder and decoder bodies: paper 001's 8-layer CNN (sec. 4.1) layer by layer, its mirrored
+decoder, and their setup options."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from torch import nn
 from priorlab.config import ModelParams, ParamsError, SetupParams
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, StepContext
-from priorlab.nets import build_encoder, build_nets
-from priorlab.nets.conv import PAPER_001_CHANNELS, StridedConvEncoder
+from priorlab.nets import build_decoder, build_encoder, build_nets
+from priorlab.nets.conv import PAPER_001_CHANNELS, StridedConvDecoder, StridedConvEncoder
 
 
 def test_paper_001_encoder_is_eight_3x3_layers_with_strides_1_2_alternating():
@@ -54,10 +55,53 @@ def test_a_setup_with_the_cnn_encoder_trains_a_model():
 
 
 def test_encoder_channels_belong_to_the_cnn_encoder_and_are_recorded_only_where_set():
-    with pytest.raises(ParamsError, match="encoder_channels is an option of the conv3 encoder"):
+    with pytest.raises(ParamsError, match="encoder_channels is an option of the conv3 encoder / decoder"):
         SetupParams(dataset="x", latent_dim=2, encoder="mlp", encoder_channels=[8]).check("setups.x")
     with pytest.raises(ParamsError, match=r"encoder_channels\[1\]"):
         SetupParams(dataset="x", latent_dim=2, encoder="conv3", encoder_channels=[8, 0]).check("setups.x")
     plain = SetupParams(dataset="x", latent_dim=2)
     assert "encoder_channels" not in plain.record()  # records of setups without it are as before
     assert dataclasses.replace(plain, encoder="conv3", encoder_channels=[8]).record()["encoder_channels"] == [8]
+
+
+@pytest.mark.parametrize("side", [28, 32, 64, 7, 9])
+def test_the_conv3_decoder_mirrors_the_encoder_layer_by_layer_back_to_the_input_size(side):
+    """Each transposed layer undoes one encoder layer: same kernel and stride, channels in reverse,
+    and the feature map it emits has exactly the size that encoder layer took in (odd sides included)."""
+    channels = list(PAPER_001_CHANNELS)
+    enc = StridedConvEncoder((1, side, side), channels, out_features=4)
+    dec = build_decoder("conv3", 3, (1, side, side), 2, hidden=[500], channels=[32])
+    assert isinstance(dec, StridedConvDecoder)
+    deconvs = [m for m in dec.deconv if isinstance(m, nn.ConvTranspose2d)]
+    assert [c.stride[0] for c in deconvs] == [1 + i % 2 for i in reversed(range(8))]
+    assert [c.in_channels for c in deconvs] == channels[::-1]
+    assert [c.out_channels for c in deconvs] == channels[::-1][1:] + [2]  # 2 maps per pixel (params_per_feature)
+    assert [c.kernel_size for c in deconvs] == [(3, 3)] * 8 and sum(isinstance(m, nn.ReLU) for m in dec.deconv) == 7
+    sizes, h = [], torch.rand(1, 1, side, side)
+    for m in enc.conv:
+        if isinstance(m, nn.Conv2d):
+            sizes.append(h.shape[-1])
+        h = m(h)
+    assert dec.start == (64, h.shape[-1], h.shape[-1])
+    h, out_sizes = dec.fc(torch.rand(1, 3)).view(1, *dec.start), []
+    for m in dec.deconv:
+        h = m(h)
+        if isinstance(m, nn.ConvTranspose2d):
+            out_sizes.append(h.shape[-1])
+    assert out_sizes == sizes[::-1] and h.shape == (1, 2, side, side)
+
+
+def test_a_setup_with_the_cnn_decoder_trains_and_names_its_options():
+    torch.manual_seed(0)
+    setup = SetupParams(dataset="mnist", latent_dim=4, encoder="conv3", decoder="conv3", encoder_channels=[4, 4, 8, 8])
+    setup.check("setups.mnist")
+    _, decoder, _ = build_nets(setup, (1, 28, 28), params_per_dim=2)
+    assert isinstance(decoder, StridedConvDecoder) and decoder.start == (8, 7, 7)  # 28 -> 28 -> 14 -> 14 -> 7
+    model = build_model(setup, ModelParams(kind="vae"), (1, 28, 28))
+    x = (torch.rand(16, 1, 28, 28) > 0.5).float()
+    opt = torch.optim.Adam(model.param_groups(1e-2), lr=1e-2)
+    logs = [model.train_step(Batch(x), t, StepContext(opt)) for t in range(5)]
+    assert float(logs[-1]["loss"]) < float(logs[0]["loss"])
+    SetupParams(dataset="x", latent_dim=2, decoder="conv3", encoder_channels=[8]).check("setups.x")  # decoder alone
+    with pytest.raises(ParamsError, match="decoder_hidden / decoder_activation are options of the mlp decoder"):
+        SetupParams(dataset="x", latent_dim=2, decoder="conv3", decoder_hidden=[8]).check("setups.x")

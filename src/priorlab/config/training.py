@@ -19,14 +19,15 @@ class SetupParams:
     latent_dim: int
     # mlp; conv (4x4 stride-2 layers, 32 / 64 px); conv3 (3x3 layers, strides 1 and 2 alternating: paper 001)
     encoder: Literal["mlp", "conv", "conv3"] = "mlp"
-    decoder: Literal["mlp", "conv"] = "mlp"
+    decoder: Literal["mlp", "conv", "conv3"] = "mlp"  # conv3: the mirror of the conv3 encoder
     hidden: list[int] = field(default_factory=lambda: [256, 256])  # the MLP encoder's layers (conv: its dense layer)
     channels: list[int] = field(default_factory=lambda: [32, 32, 64, 64])
     # the MLP decoder's layers: None = ``hidden`` reversed (a mirrored net); its activation between them
     # (paper 004 A.4: three tanh layers of 1200 after Chen et al.'s ReLU encoder)
     decoder_hidden: list[int] | None = None
     decoder_activation: Literal["relu", "tanh"] = "relu"
-    # the conv3 encoder's channels, one per layer: None = paper 001's (32, 32, 32, 64, 64, 64, 64, 64)
+    # the conv3 encoder's channels, one per layer (the conv3 decoder: in reverse): None = paper 001's
+    # (32, 32, 32, 64, 64, 64, 64, 64)
     encoder_channels: list[int] | None = None
     likelihood: str = "bernoulli"  # a name in priorlab.likelihoods.LIKELIHOODS
     # Gaussian likelihood: fixed observation std, or "learned" per feature
@@ -54,8 +55,9 @@ class SetupParams:
         _one_of(f"{key}.decoder_activation", self.decoder_activation, ("relu", "tanh"))
         for i, c in enumerate(self.encoder_channels or []):
             _positive(f"{key}.encoder_channels[{i}]", c)
-        if self.encoder_channels is not None and self.encoder != "conv3":
-            raise ParamsError(f"{key}.encoder_channels is an option of the conv3 encoder, not of {self.encoder!r}")
+        if self.encoder_channels is not None and "conv3" not in (self.encoder, self.decoder):
+            raise ParamsError(f"{key}.encoder_channels is an option of the conv3 encoder / decoder, not of "
+                              f"{self.encoder!r} / {self.decoder!r}")
         if self.decoder != "mlp" and (self.decoder_hidden is not None or self.decoder_activation != "relu"):
             raise ParamsError(f"{key}.decoder_hidden / decoder_activation are options of the mlp decoder, "
                               f"not of {self.decoder!r}")

@@ -7,7 +7,7 @@ at least 2x2 pixels).
 
 ``conv3``: paper 001's MNIST encoder (sec. 4.1, after Gulrajani et al. 2017): 3x3 convolutions with
 strides 1 and 2 alternating, ReLU between them, then one linear layer to the posterior parameters
-(2DI); any input size.
+(2DI); any input size.  The ``conv3`` decoder mirrors it.
 """
 
 from __future__ import annotations
@@ -66,6 +66,43 @@ class StridedConvEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.conv(x).flatten(1))
+
+
+def strided_sides(side: int, n_layers: int) -> list[int]:
+    """The side after each layer of :class:`StridedConvEncoder` (3x3, padding 1, strides 1, 2, 1, 2, ...)."""
+    sides = []
+    for i in range(n_layers):
+        side = (side - 1) // (1 + i % 2) + 1
+        sides.append(side)
+    return sides
+
+
+class StridedConvDecoder(nn.Module):
+    """The mirror of :class:`StridedConvEncoder` (paper 001 sec. 4.1: the decoder is "a conventional
+    convolutional architecture" after Gulrajani et al. 2017, whose layers the text does not give): a
+    linear layer to the encoder's last feature map, then its layers in reverse order, a 3x3 transposed
+    convolution (padding 1) each with the stride of the layer it undoes and the output padding that
+    restores that layer's input side exactly, a ReLU between them; the last one emits
+    ``params_per_feature`` maps per observation channel.  ``channels``: the encoder's, first layer first."""
+
+    def __init__(self, latent_dim: int, channels: list[int], obs_shape: tuple[int, ...], params_per_feature: int = 1):
+        super().__init__()
+        c_obs, side = obs_shape[0], obs_shape[-1]
+        sides = [side] + strided_sides(side, len(channels))  # input side of each encoder layer, then its output
+        self.start = (channels[-1], sides[-1], sides[-1])
+        self.fc = nn.Sequential(nn.Linear(latent_dim, channels[-1] * sides[-1] ** 2), nn.ReLU())
+        layers: list[nn.Module] = []
+        for i in reversed(range(len(channels))):  # undo encoder layer i: channels[i] x sides[i+1] -> sides[i]
+            stride = 1 + i % 2
+            c_out = channels[i - 1] if i > 0 else c_obs * params_per_feature
+            pad = sides[i] - ((sides[i + 1] - 1) * stride + 1)
+            layers.append(nn.ConvTranspose2d(channels[i], c_out, 3, stride=stride, padding=1, output_padding=pad))
+            if i > 0:
+                layers.append(nn.ReLU())
+        self.deconv = nn.Sequential(*layers)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.deconv(self.fc(z).view(z.shape[0], *self.start))
 
 
 class ConvDecoder(nn.Module):
