@@ -71,6 +71,11 @@ def multinomial_nll(x: np.ndarray, log_p: np.ndarray) -> float:
     return float(np.mean(-(np.asarray(x, np.float64) * log_p).sum(1)))
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise log-probabilities of decoder logits over the G items (the multinomial's)."""
+    return logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
+
+
 def normalised_log(recon: np.ndarray) -> np.ndarray:
     """log of a non-negative reconstruction normalised per row (NMF's p), floored at 1e-10."""
     p = np.maximum(np.asarray(recon, np.float64), 0.0)
@@ -144,7 +149,7 @@ def select_beta(params: Params, study: SparseVaeRealParams, name: str, x_train: 
     for beta in study.beta_grid[name]:
         spec = dataclasses.replace(params.models[name], beta=float(beta))
         logits = _decode_logits(fit_deep(f"{name}-beta{beta:g}", spec, study, data, split, likelihood), val)
-        scores[f"{beta:g}"] = multinomial_nll(val, logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))
+        scores[f"{beta:g}"] = multinomial_nll(val, log_softmax(logits))
     best = min(study.beta_grid[name], key=lambda b: (scores[f"{b:g}"], b))
     return (dataclasses.replace(params.models[name], beta=float(best)),
             {"beta": float(best), "validation_nll": scores, "validation_rows": n_val})
@@ -191,9 +196,7 @@ def movielens_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, Any]
                          **({"selection": selection} if selection else {})})
 
         for name, kind, model, selection in _fit_models(params, study, x_tr, x_te, split, "movielens", "multinomial"):
-            logits = _decode_logits(model, x_te)
-            log_p = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
-            score(name, kind, log_p, _decode_logits(model, foldin), selection)
+            score(name, kind, log_softmax(_decode_logits(model, x_te)), _decode_logits(model, foldin), selection)
             if kind == "sparse_vae" and not topics:
                 W = model.decoder.W.detach().double().numpy()
                 cols = np.flatnonzero(model.active_columns().numpy())

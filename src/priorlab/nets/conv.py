@@ -48,26 +48,6 @@ PAPER_001_CHANNELS = (32, 32, 32, 64, 64, 64, 64, 64)
 """Paper 001 sec. 4.1: "8 layers of kernel size 3 ... 32 in the first 3 layers, then 64 in the last five"."""
 
 
-class StridedConvEncoder(nn.Module):
-    """3x3 convolutions (padding 1) with strides 1, 2, 1, 2, ... and a ReLU after each, then a linear
-    layer: ``channels`` = (32,) * 3 + (64,) * 5 is paper 001's 8-layer CNN (sec. 4.1); on 28x28 MNIST
-    the four stride-2 layers leave 64 x 2 x 2 features."""
-
-    def __init__(self, obs_shape: tuple[int, ...], channels: list[int], out_features: int):
-        super().__init__()
-        c_in, side = obs_shape[0], obs_shape[-1]
-        layers: list[nn.Module] = []
-        for i, c in enumerate(channels):
-            stride = 1 + i % 2
-            layers += [nn.Conv2d(c_in, c, 3, stride=stride, padding=1), nn.ReLU()]
-            c_in, side = c, (side - 1) // stride + 1
-        self.conv = nn.Sequential(*layers)
-        self.fc = nn.Linear(c_in * side * side, out_features)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.conv(x).flatten(1))
-
-
 def strided_sides(side: int, n_layers: int) -> list[int]:
     """The side after each layer of :class:`StridedConvEncoder` (3x3, padding 1, strides 1, 2, 1, 2, ...)."""
     sides = []
@@ -75,6 +55,26 @@ def strided_sides(side: int, n_layers: int) -> list[int]:
         side = (side - 1) // (1 + i % 2) + 1
         sides.append(side)
     return sides
+
+
+class StridedConvEncoder(nn.Module):
+    """3x3 convolutions (padding 1) with strides 1, 2, 1, 2, ... and a ReLU after each, then a linear
+    layer: ``channels`` = (32,) * 3 + (64,) * 5 is paper 001's 8-layer CNN (sec. 4.1); on 28x28 MNIST
+    the four stride-2 layers leave 64 x 2 x 2 features."""
+
+    def __init__(self, obs_shape: tuple[int, ...], channels: list[int], out_features: int):
+        super().__init__()
+        c_in = obs_shape[0]
+        layers: list[nn.Module] = []
+        for i, c in enumerate(channels):
+            layers += [nn.Conv2d(c_in, c, 3, stride=1 + i % 2, padding=1), nn.ReLU()]
+            c_in = c
+        self.conv = nn.Sequential(*layers)
+        side = ([obs_shape[-1]] + strided_sides(obs_shape[-1], len(channels)))[-1]
+        self.fc = nn.Linear(c_in * side * side, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(x).flatten(1))
 
 
 class StridedConvDecoder(nn.Module):
