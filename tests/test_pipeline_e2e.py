@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from benchmarks.project_copy import copy_project
+from priorlab.metric_registry import headline
 from tests.cluster_servers import covered_by_the_cluster_test
 from tests.tiny_pipeline import dvc, lock_outs, sh
 
@@ -36,7 +37,8 @@ def project(tiny_serial) -> Path:
 
 def test_outputs_and_metric_ranges(project):
     for run in RUNS:
-        m = json.loads((project / "metrics" / "baselines" / f"{run}.json").read_text())
+        m = json.loads((project / "models" / "evaluate" / "baselines" / f"{run}.json").read_text())  # the record
+        assert json.loads((project / "metrics" / "baselines" / f"{run}.json").read_text()) == headline(m)
         t = m["test"]
         assert -2000 < t["elbo"] < 0 and t["kl"] >= 0
         assert t["elbo"] == pytest.approx(t["log_lik"] - t["kl"], abs=1e-3)
@@ -51,6 +53,16 @@ def test_outputs_and_metric_ranges(project):
     assert all(run.rsplit("-", 1)[0].split("-")[0] in report for run in RUNS) and "MIG" in report
     assert not list((project / ".checkpoints").rglob("*.pt")), "checkpoints are removed on completion"
     assert "dsprites-beta_vae-0" in dvc(project, "metrics", "show").stdout
+
+
+def test_metrics_show_of_each_group_fits_a_screen(project):
+    """`dvc metrics show metrics/<group>`: a row per run or study cell, a column per headline number."""
+    tables = {p.name: dvc(project, "metrics", "show", f"metrics/{p.name}", env={"COLUMNS": "250"}).stdout.splitlines()
+              for p in (project / "metrics").iterdir() if p.is_dir()}
+    shown = {group: table for group, table in tables.items() if table}  # a group this profile's stages write
+    assert {"baselines", "isa_experiments", "mssc_experiments"} <= set(shown), tables
+    for group, table in shown.items():
+        assert len(table) > 1 and max(map(len, table)) <= 250, (group, max(map(len, table)))
 
 
 def test_metrics_show_lists_only_the_files_this_profiles_stages_write(project):
@@ -70,7 +82,7 @@ def test_em_model_on_vector_data_skips_pretraining_and_resumes_after_kill(projec
     run = "synthetic-ppca-0"
     pre = json.loads((project / "models" / "pretrain" / "synthetic" / "meta.json").read_text())
     assert pre["skipped"] and not (project / "models" / "pretrain" / "synthetic" / "model.pt").exists()
-    m = json.loads((project / "metrics" / "baselines" / f"{run}.json").read_text())
+    m = json.loads((project / "models" / "evaluate" / "baselines" / f"{run}.json").read_text())
     assert "test" not in m and m["latent_dim"] == 2 and m["model_extras"]["test_log_likelihood"] > -50
     assert sorted(p.name for p in (project / "reports" / "figures" / run).iterdir()) == ["curves.png"]
     assert run.split("-")[0] in (project / "reports" / "README.md").read_text()
@@ -114,7 +126,7 @@ def test_joint_training_param_reruns_only_downstream(project):
     ran = set(re.findall(r"running (\S+):", proc.stdout))
     assert ran == {f"train@{run}", f"evaluate@{run}"}, ran
     diff = dvc(project, "metrics", "diff", "HEAD").stdout
-    assert f"{run}.json" in diff and "test.elbo" in diff, diff
+    assert f"{run}.json" in diff and "elbo" in diff and "log_lik" in diff, diff
     sh(project, "git", "checkout", "-q", "--", ".")  # back to the committed params, lock and metrics
     dvc(project, "checkout", "-q")
     assert "up to date" in dvc(project, "status").stdout

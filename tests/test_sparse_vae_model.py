@@ -338,7 +338,10 @@ def test_study_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
     cell = tmp_path / "models" / "sparse_vae_experiments" / "rho-0.0"
     assert sorted(p.name for p in cell.iterdir()) == ["0-s.pt", "0-sc.pt", "0-v.pt", "0-vc.pt", "1-s.pt", "1-v.pt",
                                                       "rows.json"]
-    assert (tmp_path / "metrics" / "sparse_vae_experiments" / "rho-0.0.json").is_file()
+    mdir = tmp_path / "metrics" / "sparse_vae_experiments"
+    assert sorted(p.name for p in (mdir / "rho-0.0").iterdir()) == [f"{m}.json" for m in ("FactorAnalysis", "PCA", "s",
+                                                                                          "sc", "v", "vc")]
+    assert sorted(p.name for p in (mdir / "real").iterdir()) == []  # the real-data studies are off
     out = E.run_sparse_vae_experiments(params)
     assert {r["method"] for r in out["rows"]} == {"s", "v", "sc", "vc", "PCA", "FactorAnalysis"}
     assert sum(r["method"] == "sc" for r in out["rows"]) == 1 and sum(r["method"] == "s" for r in out["rows"]) == 2

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -58,6 +59,21 @@ def write_bytes_atomic(path: str | Path, data: bytes, mode: int | None = None) -
 def write_json(path: str | Path, obj: Any) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def write_json_folder(folder: str | Path, files: dict[str, Any]) -> Path:
+    """Replace ``folder`` by one JSON file ``<name>.json`` per entry of ``files`` (written into a
+    sibling temporary folder, then renamed: no stale file of an earlier grid survives, and a killed
+    stage leaves the old folder whole)."""
+    folder = Path(folder)
+    tmp = folder.with_name(f".{folder.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name, obj in files.items():
+        write_json(tmp / f"{name}.json", obj)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.replace(folder)
+    return folder
 
 
 def read_json(path: str | Path) -> Any:

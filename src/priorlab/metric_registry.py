@@ -4,7 +4,8 @@ evaluate stage and the report.
 An entry names the metric (the value listed in ``evaluate.metrics``), what it needs from the
 run (``ground_truth``: a data set with a ``GroundTruthData`` sampler; ``labels``: class labels;
 ``elbo``: a model with ELBO terms), the function that computes it and the report columns it
-fills (a dotted key of the metrics file → a column title).  Adding a metric is one entry here.
+fills (:class:`Column`: a dotted key of the run's evaluation record, its short name in the run's
+``dvc metrics`` file, a report title).  Adding a metric is one entry here.
 
 This module is light (no numpy, torch or scikit-learn at import): the functions import
 :mod:`priorlab.metrics` when they run.
@@ -13,7 +14,7 @@ This module is light (no numpy, torch or scikit-learn at import): the functions 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,12 +43,21 @@ class SampledFactors:
     posterior: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
 
 
+class Column(NamedTuple):
+    """A headline number: its dotted key in the evaluation record, its name in the run's metrics file
+    (short, so ``dvc metrics show metrics/<group>`` fits a screen) and its report column title."""
+
+    key: str
+    name: str
+    title: str
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
     needs: frozenset[str]
     compute: Callable[[SampledFactors], dict[str, Any]]
-    columns: tuple[tuple[str, str], ...]
+    columns: tuple[Column, ...]
 
 
 def _mig(s: SampledFactors) -> dict[str, Any]:
@@ -128,19 +138,22 @@ _GT_POSTERIOR = frozenset({"ground_truth", "posterior"})
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
-        Metric("mig", _GT, _mig, (("disentanglement.mig", "MIG"),)),
-        Metric("dci", _GT, _dci, (("disentanglement.dci.disentanglement", "DCI D"),
-                                  ("disentanglement.dci.completeness", "DCI C"),
-                                  ("disentanglement.dci.informativeness_test", "DCI I"))),
-        Metric("sap", _GT, _sap, (("disentanglement.sap", "SAP"),)),
+        Metric("mig", _GT, _mig, (Column("disentanglement.mig", "mig", "MIG"),)),
+        Metric("dci", _GT, _dci, (Column("disentanglement.dci.disentanglement", "dci_d", "DCI D"),
+                                  Column("disentanglement.dci.completeness", "dci_c", "DCI C"),
+                                  Column("disentanglement.dci.informativeness_test", "dci_i", "DCI I"))),
+        Metric("sap", _GT, _sap, (Column("disentanglement.sap", "sap", "SAP"),)),
         Metric("modularity", _GT, _modularity,
-               (("disentanglement.modularity_explicitness.modularity", "modularity"),)),
-        Metric("beta_vae", _GT, _beta_vae, (("disentanglement.beta_vae_score.eval_accuracy", "β-VAE score"),)),
+               (Column("disentanglement.modularity_explicitness.modularity", "modularity", "modularity"),)),
+        Metric("beta_vae", _GT, _beta_vae,
+               (Column("disentanglement.beta_vae_score.eval_accuracy", "beta_vae", "β-VAE score"),)),
         Metric("factor_vae", _GT, _factor_vae,
-               (("disentanglement.factor_vae_score.eval_accuracy", "FactorVAE score"),)),
-        Metric("mig_no_shape", _GT, _mig_no_shape, (("disentanglement.mig_no_shape", "MIG w/o shape"),)),
-        Metric("mig_chen", _GT_POSTERIOR, _mig_chen, (("disentanglement.mig_chen.mig", "MIG (Chen)"),
-                                                       ("disentanglement.mig_chen.mig_no_shape", "MIG w/o shape (Chen)"))),
+               (Column("disentanglement.factor_vae_score.eval_accuracy", "factor_vae", "FactorVAE score"),)),
+        Metric("mig_no_shape", _GT, _mig_no_shape,
+               (Column("disentanglement.mig_no_shape", "mig_no_shape", "MIG w/o shape"),)),
+        Metric("mig_chen", _GT_POSTERIOR, _mig_chen,
+               (Column("disentanglement.mig_chen.mig", "mig_chen", "MIG (Chen)"),
+                Column("disentanglement.mig_chen.mig_no_shape", "mig_chen_no_shape", "MIG w/o shape (Chen)"))),
     )
 }
 """The selectable metrics (``evaluate.metrics``), computed in this order (it fixes the random
@@ -149,19 +162,34 @@ draws: the same selection always gives the same numbers)."""
 DEFAULT_METRICS: tuple[str, ...] = ("mig", "dci", "sap", "modularity", "beta_vae", "factor_vae")
 """``evaluate.metrics`` when not set: the reference library's scores (any data set with factors)."""
 
-MODEL_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("test.elbo", "test ELBO"),
-    ("test.log_lik", "E log p(x|z)"),
-    ("test.kl", "KL"),
-    ("test.iw_log_likelihood", "log p(x) (IW)"),
-    ("active_dims", "active dims"),
+MODEL_COLUMNS: tuple[Column, ...] = (
+    Column("test.elbo", "elbo", "test ELBO"),
+    Column("test.log_lik", "log_lik", "E log p(x|z)"),
+    Column("test.kl", "kl", "KL"),
+    Column("test.iw_log_likelihood", "iw_ll", "log p(x) (IW)"),
+    Column("active_dims", "active_dims", "active dims"),
 )
-"""Report columns of what evaluate always measures (the ELBO terms for models that have them)."""
+"""Headline numbers of what evaluate always measures (the ELBO terms for models that have them)."""
+
+
+def columns() -> tuple[Column, ...]:
+    """Every headline number, model-side first, then every metric's (in registry order)."""
+    return MODEL_COLUMNS + tuple(c for m in METRICS.values() for c in m.columns)
 
 
 def report_columns() -> dict[str, str]:
-    """Dotted metrics-file key → report column title, model-side first, then every metric's."""
-    cols = dict(MODEL_COLUMNS)
-    for m in METRICS.values():
-        cols.update(m.columns)
-    return cols
+    """Dotted evaluation-record key → report column title."""
+    return {c.key: c.title for c in columns()}
+
+
+def headline(record: dict[str, Any]) -> dict[str, float]:
+    """A run's ``dvc metrics`` file: the headline numbers its evaluation record holds, by short name
+    (the record itself, with settings and every sub-score, is the evaluate stage's cached output)."""
+    out = {}
+    for c in columns():
+        value: Any = record
+        for part in c.key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None:
+            out[c.name] = value
+    return out

@@ -41,7 +41,13 @@ def live_dir(phase: str, run: str) -> Path:
     return REPORTS / "live" / phase / run
 
 
+def evaluation_file(run: str, group: str) -> Path:
+    """``evaluate@<run>``'s record (every score, the settings and versions; a cached output)."""
+    return MODELS / "evaluate" / group / f"{run}.json"
+
+
 def metrics_file(run: str, group: str) -> Path:
+    """``evaluate@<run>``'s headline numbers for ``dvc metrics`` (in git)."""
     return METRICS / group / f"{run}.json"
 
 

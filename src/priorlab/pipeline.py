@@ -20,6 +20,7 @@ from priorlab import paths
 from priorlab.config import ModelParams, OptimParams, Params, ParamsError
 from priorlab.data.store import Dataset, build_arrays, ground_truth, load_dataset, write_dataset
 from priorlab.io import load_torch, read_json, save_torch, write_json
+from priorlab.metric_registry import headline
 from priorlab.models import build_model
 from priorlab.models.protocol import Model
 from priorlab.train import fit
@@ -233,7 +234,8 @@ def run_evaluate(params: Params, run: str) -> dict:
     )
     result = {"run": run, "group": params.run(run).group, "setup": setup, "model": model_name, "seed": seed,
               "model_params": params.model(model_name).record(), "setup_params": s.record(), **result}
-    write_json(paths.metrics_file(run, params.run(run).group), result)
+    write_json(paths.evaluation_file(run, params.run(run).group), result)
+    write_json(paths.metrics_file(run, params.run(run).group), headline(result))
     return result
 
 
@@ -270,4 +272,4 @@ def run_report(params: Params) -> Path:
     """``report``: the results tables of every run in ``reports/README.md``."""
     from priorlab.report import write_report
 
-    return write_report(params, [read_json(paths.metrics_file(name, r.group)) for name, r in params.runs.items()], paths.REPORTS / "README.md")
+    return write_report(params, [read_json(paths.evaluation_file(name, r.group)) for name, r in params.runs.items()], paths.REPORTS / "README.md")

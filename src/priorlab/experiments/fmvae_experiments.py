@@ -25,7 +25,7 @@ from scipy import stats
 
 from priorlab import paths
 from priorlab.experiments.claims import Claim, claims_table, fmt, md_table
-from priorlab.experiments.runs import group_runs, load_trained, metrics_file
+from priorlab.experiments.runs import group_runs, load_trained, evaluation_file
 from priorlab.experiments.supervised_ceiling import OUT_FILE as CEILING_FILE
 from priorlab.experiments.criteria import ACCURACY_GOAL, RELATIVE_GOAL, criterion
 from priorlab.experiments.intervals import Estimate, accuracy, mean_t, paired_difference, ratio, slope
@@ -288,7 +288,7 @@ def run_fmvae_experiments(params) -> dict[str, Any]:
     """``fmvae_experiments``: tables, claims and figures of paper 001 into ``reports/fmvae_experiments/``
     (``summary.json`` with the title and claims the report gathers)."""
     runs = group_runs(params, *GROUPS.values())
-    results = [read_json(metrics_file(params, name)) for name in runs]
+    results = [read_json(evaluation_file(params, name)) for name in runs]
     summary: dict[str, Any] = {"title": TITLE, "paper": PAPER, "runs": sorted(runs)}
     seed = params.evaluate.seed
     OUT.mkdir(parents=True, exist_ok=True)

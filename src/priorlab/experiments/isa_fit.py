@@ -10,8 +10,8 @@ long as a stage process takes to start and load dSprites (≈ 2 s of start-up pe
 
 * ``models/isa_experiments/<model>-<seed>/`` (DVC cache): ``<strength>/model.pt`` and ``rows.json``,
   every strength's row (scores, learned exponents, latent-vs-factor responses) and the device;
-* ``metrics/isa_experiments/<model>-<seed>.json`` (git): the scalar scores keyed by strength, for
-  ``dvc metrics show / diff`` (:func:`cell_metrics`).
+* ``metrics/isa_experiments/<model>-<seed>/<beta or gamma>-<strength>.json`` (git): each strength's
+  scalar scores, for ``dvc metrics show / diff`` (:func:`cell_metrics`: a row per run, a column per score).
 
 The ``isa_experiments`` stage only aggregates the cells (:func:`priorlab.experiments.isa_experiments.read_rows`).
 """
@@ -29,7 +29,7 @@ import torch
 
 from priorlab import paths
 from priorlab.config import ModelParams, Params, ParamsError
-from priorlab.io import write_json
+from priorlab.io import write_json, write_json_folder
 from priorlab.priors.lp_nested import LpNestedPrior
 
 NAME = "isa_experiments"  # the paper's name: its model folder, metrics folder and report
@@ -74,8 +74,8 @@ def cell_dir(model: str, seed: int) -> Path:
     return paths.MODELS / NAME / cell_name(model, seed)
 
 
-def cell_metrics_file(model: str, seed: int) -> Path:
-    return paths.METRICS / NAME / f"{cell_name(model, seed)}.json"
+def cell_metrics_dir(model: str, seed: int) -> Path:
+    return paths.METRICS / NAME / cell_name(model, seed)
 
 
 def study_runs(params: Params) -> list[StudyRun]:
@@ -197,11 +197,12 @@ def run_isa_fit(params: Params, model: str, seed: str) -> Path:
     write_json(tmp / "rows.json", {"device": str(device), "rows": rows})
     shutil.rmtree(out, ignore_errors=True)
     tmp.replace(out)
-    write_json(cell_metrics_file(model, int(seed)), cell_metrics(rows))
+    write_json_folder(cell_metrics_dir(model, int(seed)), cell_metrics(rows))
     return out
 
 
 def cell_metrics(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """A cell's scores for ``dvc metrics show / diff``, keyed by strength (β or γ: the same keys in every
-    cell's file, so the table has a row per model and seed, not a column per run)."""
-    return {f"{r['strength']:g}": {k: r[k] for k in SCORES if r[k] is not None} for r in rows}
+    """A cell's metrics files for ``dvc metrics show / diff``: one per strength (``beta-<β>`` or
+    ``gamma-<γ>``), each with the scalar scores under the same keys (a row per run, a column per score)."""
+    return {f"{'gamma' if r['kind'] == 'factor_vae' else 'beta'}-{r['strength']:g}":
+            {k: r[k] for k in SCORES if r[k] is not None} for r in rows}

@@ -3,7 +3,7 @@ sets, the nets of a study model, the fit, the score of each (ρ, data set, metho
 ``sparse_vae_fit`` stage — one cell per ρ of ``sparse_vae_study.rhos`` (every data set and method at
 that ρ: a synthetic model trains in about as long as a stage process takes to start) — which writes
 ``models/sparse_vae_experiments/rho-<ρ>/`` (each deep model's ``<seed>-<method>.pt`` and ``rows.json``)
-and ``metrics/sparse_vae_experiments/rho-<ρ>.json``.  The ``sparse_vae_experiments`` stage aggregates
+and ``metrics/sparse_vae_experiments/rho-<ρ>/<method>.json``.  The ``sparse_vae_experiments`` stage aggregates
 the cells (:mod:`.sparse_vae_experiments`); the real-data models are fitted by :mod:`.sparse_vae_real`."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 from priorlab import paths
 from priorlab.config import ModelParams, Params, ParamsError, SetupParams
 from priorlab.data.store import in_memory
-from priorlab.io import write_json
+from priorlab.io import write_json, write_json_folder
 
 NAME = "sparse_vae_experiments"  # stage, module and report folder
 TITLE, PAPER = "Sparse VAE: synthetic recovery, MovieLens and single cell (paper 003)", "003"
@@ -199,17 +199,17 @@ def run_sparse_vae_fit(params: Params, rho: str) -> Path:
                                                           for k, v in heat.items()}})
     shutil.rmtree(out, ignore_errors=True)
     tmp.replace(out)
-    write_json(paths.METRICS / NAME / f"{out.name}.json", cell_metrics(rows))
+    write_json_folder(paths.METRICS / NAME / out.name, cell_metrics(rows))
     return out
 
 
 def cell_metrics(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """A ρ cell's headline numbers for ``dvc metrics show / diff``, the same keys in every cell's file:
-    per method, the mean over its data sets of each score it has (and how many data sets); each data
-    set's numbers are in the cell's ``rows.json``."""
+    """A ρ cell's metrics files for ``dvc metrics show / diff``, one per method (a row per cell and
+    method), each with the same keys: the mean over the method's data sets of each score it has, and
+    how many data sets; each data set's numbers are in the cell's ``rows.json``."""
     out: dict[str, dict[str, float]] = {}
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
-        out[method] = {"datasets": len(mine), **{f"{k}_mean": float(np.mean([r[k] for r in mine]))
+        out[method] = {"datasets": len(mine), **{k: float(np.mean([r[k] for r in mine]))
                                                  for k in ("mse", "dci_d", "f1", "active_columns") if k in mine[0]}}
     return out

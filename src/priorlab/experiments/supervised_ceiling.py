@@ -32,14 +32,15 @@ from torch import nn
 
 from priorlab import paths
 from priorlab.config import ParamsError
-from priorlab.io import write_json
+from priorlab.io import write_json, write_json_folder
 
 if TYPE_CHECKING:
     from priorlab.config import Params, SupervisedCeilingParams
 
 NAME = "supervised_ceiling"
-OUT_FILE = paths.METRICS / "fmvae_experiments" / f"{NAME}.json"
-MODELS = paths.MODELS / NAME  # the classifiers (DVC cache)
+MODELS = paths.MODELS / NAME  # the classifiers and the record (DVC cache)
+OUT_FILE = MODELS / "ceilings.json"  # the record: every entry with its validation history
+METRICS_DIR = paths.METRICS / "fmvae_experiments" / NAME  # headline numbers, a file per classifier (git)
 RELATIVE_GOAL = 0.95  # issue 10: semi-supervised accuracy >= 95 % of the supervised ceiling
 
 
@@ -133,8 +134,9 @@ def relative_verdict(acc: float | None, ceiling: float | None, goal: float = REL
 
 def run_supervised_ceiling(params: Params) -> dict[str, Any]:
     """``supervised_ceiling``: every ``targets`` entry at its data's resolution (and dSprites at the
-    extra ``resolutions``) into ``metrics/fmvae_experiments/supervised_ceiling.json``, each classifier
-    into ``models/supervised_ceiling/<setup>-<factor>-<resolution>.pt`` (DVC cache)."""
+    extra ``resolutions``) into ``models/supervised_ceiling/ceilings.json`` and each classifier into
+    ``models/supervised_ceiling/<setup>-<factor>-<resolution>.pt`` (DVC cache); the headline numbers into
+    ``metrics/fmvae_experiments/supervised_ceiling/<setup>-<factor>-<resolution>.json`` (:func:`headline`)."""
     from priorlab.pipeline import save_model
 
     cfg = params.supervised_ceiling
@@ -158,7 +160,17 @@ def run_supervised_ceiling(params: Params) -> dict[str, Any]:
         out["targets"][f"{setup}:{factor}"] = {"native": str(next(iter(entries.values()))["resolution"]),
                                                "resolutions": entries}
     write_json(OUT_FILE, out)
+    write_json_folder(METRICS_DIR, headline(out))
     return out
+
+
+def headline(ceilings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A :func:`run_supervised_ceiling` result's ``dvc metrics`` files: per classifier
+    (``<setup>-<factor>-<resolution>``) its test and best validation accuracy, steps, and whether it
+    stopped at the plateau (1) or at ``max_steps`` (0)."""
+    return {f"{target.replace(':', '-')}-{res}": {"accuracy": r["accuracy"], "val_accuracy": r["val_accuracy"],
+                                                  "steps": r["steps"], "plateau": int(r["stopped"] == "plateau")}
+            for target, entry in ceilings["targets"].items() for res, r in entry["resolutions"].items()}
 
 
 def ceiling_for(ceilings: dict[str, Any], setup: str, factor: str) -> dict[str, Any] | None:
