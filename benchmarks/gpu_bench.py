@@ -683,6 +683,45 @@ def print_gpu_hours(hours: dict, device_name: str) -> None:
           f"{fmt(hours['iw_bound_gpu_hours'])} h = {fmt(hours['total_gpu_hours'])} GPU-hours")
 
 
+CLAIM_GROUPS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("001.elbo_rises", "001.elbo_saturates", "001.kl_r_rises", "001.kl_z_falls"),
+                    ("fmvae_experiments/elbo_vs_k",)),
+    **dict.fromkeys(("001.semi_supervised", "001.semi_supervised_relative"), ("fmvae_experiments/semi_supervised",)),
+    **dict.fromkeys(("002.vsc_contrast_kept", "002.vsc_used_latents", "002.beta_vae_degrades",
+                     "002.beta_tcvae_degrades", "002.vsc_beats_beta_vae"), ("vsc_experiments/smiley",)),
+    **dict.fromkeys(("002.vsc_elbo_alpha", "002.beta_vae_elbo_beta", "002.vsc_elbo_comparable",
+                     "002.class_spike_patterns"), ("vsc_experiments/elbo",)),
+    "002.spikes_input_dependent": ("vsc_experiments/smiley", "vsc_experiments/elbo"),
+}
+"""The pipeline runs each claim of papers 001 and 002 is decided on (its runs' groups in ``runs:``)."""
+
+ISA_RECORD = ROOT / "reports" / "gpu" / "isa_core_h200"
+"""Paper 004's measured GPU run (``outcome_seeds_*.json``: every stage's wall): cells of two models (β-VAE and
+ISA-VAE at β ∈ {1, 2} is one model per strength: 2 per cell) of 3,550 steps at batch 2048, 6 workers on one H200."""
+ISA_RECORD_STEPS, ISA_RECORD_MODELS_PER_CELL = 3550, 2
+
+
+def isa_seconds_per_model_step(outcomes: list[dict]) -> float:
+    """GPU seconds per model and training step of paper 004's study, from the walls of a measured run:
+    each run's cells share the GPU, so a run holds it for its longest ``isa_fit`` cell; divided by the
+    models and steps they trained. Scoring is included and does not shrink with fewer steps: an upper
+    estimate at longer training, a lower one at shorter."""
+    held = sum(max(w for n, w in o["wall_s"].items() if n.startswith("isa_fit@")) for o in outcomes)
+    models = sum(sum(n.startswith("isa_fit@") for n in o["wall_s"]) for o in outcomes) * ISA_RECORD_MODELS_PER_CELL
+    return held / (models * ISA_RECORD_STEPS)
+
+
+def isa_gpu_hours(params: Params, s_per_model_step: float) -> dict[str, float]:
+    """Paper 004's study at ``params``' grid and length: the whole grid, and the claim's (004.isa_mig:
+    the models of kind vae, β-VAE and ISA-VAE, at every β and seed)."""
+    study = params.isa_study
+    per_model = study.train.steps * s_per_model_step / 3600
+    grid = {m: len(study.gammas if params.models[m].kind == "factor_vae" else study.betas) * len(study.seeds)
+            for m in study.models}
+    return {"isa_study": round(sum(grid.values()) * per_model, 2),
+            "004.isa_mig": round(sum(n for m, n in grid.items() if params.models[m].kind == "vae") * per_model, 2)}
+
+
 def reestimate(record: dict, params: Params) -> dict:
     """The paper profile's training and pretraining GPU-hours under the settings of ``params`` with the
     ms/step a GPU measured before (``record``: a ``gpu_bench.json`` with section (e)), in total and per
@@ -702,18 +741,18 @@ def reestimate(record: dict, params: Params) -> dict:
             [k for k in measured if json.loads(k)[0] == kind]
         return (max(measured[k] for k in same), "borrowed") if same else (None, "unmeasured")
 
-    by_paper: dict[str, float] = {}
+    by_group: dict[str, float] = {}
     how: dict[str, str] = {}
     group_of_setup: dict[str, str] = {}
 
     def add(group: str, key: str, steps: int) -> None:
         ms, how[key] = ms_of(key)
         if ms is not None:
-            by_paper[group] = by_paper.get(group, 0.0) + steps * ms / 3.6e6
+            by_group[group] = by_group.get(group, 0.0) + steps * ms / 3.6e6
 
     for run in params.runs.values():
         spec = params.model(run.model)
-        group = run.group.split("/")[0]
+        group = run.group
         group_of_setup.setdefault(run.setup, group)
         add(group, cost_key(params, run.setup, spec, "train"), getattr(spec, "train_steps", 0) or params.train.steps)
     for setup, group in group_of_setup.items():
@@ -722,8 +761,14 @@ def reestimate(record: dict, params: Params) -> dict:
             spec = params.model(s.pretrain_model)
             add(group, cost_key(params, setup, spec, "pretrain"),
                 getattr(spec, "pretrain_steps", 0) or params.pretrain.steps)
+    by_paper: dict[str, float] = {}
+    for group, h in by_group.items():
+        by_paper[group.split("/")[0]] = by_paper.get(group.split("/")[0], 0.0) + h
     return {"by_paper_gpu_hours": {g: round(h, 2) for g, h in sorted(by_paper.items())},
-            "train_and_pretrain_gpu_hours": round(sum(by_paper.values()), 2),
+            "by_group_gpu_hours": {g: round(h, 2) for g, h in sorted(by_group.items())},
+            "by_claim_gpu_hours": {c: round(sum(by_group.get(g, 0.0) for g in groups), 2)
+                                   for c, groups in CLAIM_GROUPS.items() if any(g in by_group for g in groups)},
+            "train_and_pretrain_gpu_hours": round(sum(by_group.values()), 2),
             "cost_keys": {"measured": sum(v == "measured" for v in how.values()),
                           "borrowed": sum(v == "borrowed" for v in how.values()),
                           "unmeasured": sorted(k for k, v in how.items() if v == "unmeasured")},
@@ -756,14 +801,25 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     start = time.perf_counter()
     if args.reestimate:
-        hours = reestimate(json.loads(Path(args.reestimate).read_text()), load_profile())
+        params = load_profile()
+        hours = reestimate(json.loads(Path(args.reestimate).read_text()), params)
         hours["record"] = args.reestimate
+        outcomes = [json.loads(f.read_text()) for f in sorted(ISA_RECORD.glob("outcome_seeds_*.json"))]
+        if outcomes:
+            rate = isa_seconds_per_model_step(outcomes)
+            hours["isa_study"] = {**isa_gpu_hours(params, rate), "gpu_s_per_model_step": round(rate, 5),
+                                  "record": str(ISA_RECORD.relative_to(ROOT)), "device": "NVIDIA H200 (6 workers)"}
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "gpu_hours.json").write_text(json.dumps(hours, indent=2) + "\n")
         for paper, h in hours["by_paper_gpu_hours"].items():
             print(f"{paper:24s} {h:7.1f} GPU-hours")
         print(f"{'training + pretraining':24s} {hours['train_and_pretrain_gpu_hours']:7.1f} GPU-hours "
               f"({hours['cost_keys']['measured']} cost keys measured, {hours['cost_keys']['borrowed']} borrowed)")
+        for claim, h in hours["by_claim_gpu_hours"].items():
+            print(f"  {claim:34s} {h:7.1f} GPU-hours (its runs' groups: {', '.join(CLAIM_GROUPS[claim])})")
+        if "isa_study" in hours:
+            print(f"{'isa_study (004)':24s} {hours['isa_study']['isa_study']:7.1f} GPU-hours on an H200, "
+                  f"the claim's models {hours['isa_study']['004.isa_mig']:.1f}")
         return 0
     if args.ops:
         rows = ops_table()

@@ -116,7 +116,7 @@ def test_reestimate_prices_the_profiles_steps_with_a_records_ms_per_step(tmp_pat
 
     import yaml
 
-    from benchmarks.gpu_bench import main, paper_work, reestimate
+    from benchmarks.gpu_bench import CLAIM_GROUPS, main, paper_work, reestimate
     from priorlab.config import parse_params
 
     params = parse_params(yaml.safe_load(open("profiles/tiny.yaml")))
@@ -128,9 +128,40 @@ def test_reestimate_prices_the_profiles_steps_with_a_records_ms_per_step(tmp_pat
     assert out["train_and_pretrain_gpu_hours"] == pytest.approx(expected, abs=0.02)
     assert out["cost_keys"] == {"measured": len(rows), "borrowed": 0, "unmeasured": []}
     assert set(out["by_paper_gpu_hours"]) == {r.group.split("/")[0] for r in params.runs.values()}
+    assert set(out["by_group_gpu_hours"]) == {r.group for r in params.runs.values()}
+    assert sum(out["by_group_gpu_hours"].values()) == pytest.approx(out["train_and_pretrain_gpu_hours"], abs=0.05)
+    for claim, hours in out["by_claim_gpu_hours"].items():  # a claim costs the groups its runs are in
+        assert hours == pytest.approx(sum(out["by_group_gpu_hours"].get(g, 0) for g in CLAIM_GROUPS[claim]), abs=0.02)
     record["gpu_hours"]["work"] = rows[1:]  # a key the record lacks borrows one of its kind, or stays unmeasured
     partial = reestimate(record, params)["cost_keys"]
     assert partial["measured"] == len(rows) - 1 and partial["borrowed"] + len(partial["unmeasured"]) == 1
     (tmp_path / "rec.json").write_text(json.dumps({**record, "gpu_hours": {"work": rows}}))
     assert main(["--reestimate", str(tmp_path / "rec.json"), "--out", str(tmp_path)]) == 0
     assert json.loads((tmp_path / "gpu_hours.json").read_text())["train_and_pretrain_gpu_hours"] > 0
+
+
+def test_claims_map_to_the_run_groups_of_the_paper_profile():
+    """Every claim of papers 001 and 002 (decided on pipeline runs) names groups the paper profile has."""
+    from benchmarks.gpu_bench import CLAIM_GROUPS, load_profile
+    from priorlab.experiments.criteria import CRITERIA
+
+    groups = {r.group for r in load_profile().runs.values()}
+    assert {k for k in CRITERIA if k.startswith(("001.", "002."))} == set(CLAIM_GROUPS)
+    assert all(set(g) <= groups for g in CLAIM_GROUPS.values())
+
+
+def test_isa_hours_scale_the_measured_gpu_seconds_per_model_step():
+    from benchmarks.gpu_bench import ISA_RECORD_MODELS_PER_CELL, ISA_RECORD_STEPS, isa_gpu_hours, isa_seconds_per_model_step
+    from benchmarks.gpu_bench import load_profile
+
+    outcomes = [{"wall_s": {"data@dsprites": 50.0, "isa_fit@a-0": 300.0, "isa_fit@b-0": 280.0}},
+                {"wall_s": {"isa_fit@a-1": 330.0, "isa_fit@b-1": 310.0, "isa_experiments": 11.0}}]
+    rate = isa_seconds_per_model_step(outcomes)  # each run holds the GPU for its longest cell
+    assert rate == pytest.approx((300.0 + 330.0) / (4 * ISA_RECORD_MODELS_PER_CELL * ISA_RECORD_STEPS))
+    params = load_profile()
+    study = params.isa_study
+    out = isa_gpu_hours(params, rate)
+    per_model = study.train.steps * rate / 3600
+    claim_models = sum(params.models[m].kind == "vae" for m in study.models) * len(study.betas) * len(study.seeds)
+    assert out["004.isa_mig"] == pytest.approx(claim_models * per_model, abs=0.01)
+    assert out["isa_study"] > out["004.isa_mig"]
