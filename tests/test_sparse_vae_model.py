@@ -374,3 +374,38 @@ def test_real_data_kinds_build_through_the_store(kind):
         assert arrays["labels_train"].max() < 10 and arrays["x_train"].shape[1] == 765
     with pytest.raises(DataError, match="n_train"):
         build_arrays(DATASET_PARAMS[kind](kind=kind, n_train=10_000, n_test=1))
+
+
+def test_synthetic_beta_vae_is_chosen_on_validation_rows_by_mse(tmp_path, monkeypatch):
+    """Fig. 3's β-VAE at its best member of table 6's grid, chosen without the test half: each β is fitted
+    on the training half less the validation rows, the lowest validation MSE wins (ties: the smaller β),
+    and the row is then fitted at that β on the whole training half and says which and why."""
+    from priorlab.config import Params, SparseVaeStudyParams
+    from priorlab.data.sparse_synthetic import make_sparse_synthetic
+
+    monkeypatch.setattr(F.paths, "CHECKPOINTS", tmp_path / "ckpt")
+    models = {"s": SparseVAEParams(kind="sparse_vae", warm_start="scratch"), "v": VAEParams(kind="vae", warm_start="scratch")}
+    study = SparseVaeStudyParams(models=["s", "v"], rhos=[0.0], datasets_per_rho=1, variant_datasets_per_rho=0, n=120,
+                                 latent_dim=3, hidden=[8, 8], beta_grid={"v": [2.0, 16.0, 4.0]}, validation_fraction=0.25,
+                                 train=OptimParams(steps=20, batch_size=30, lr=1e-2, checkpoint_every=10**6))
+    params = Params(profile="tiny", device="cpu", datasets={}, setups={}, models=models, pretrain=study.train,
+                    train=study.train, runs={}, sparse_vae_study=study)
+    d = {**make_sparse_synthetic(study.n, 0.0, study.noise_std, random_state=0), "rho": 0.0}
+    spec, sel = F.select_beta("v", models["v"], study, d, 0)
+    assert sel["validation_rows"] == 15 and set(sel["validation_mse"]) == {"2", "16", "4"}  # 25 % of 60 rows
+    best = min(sel["validation_mse"], key=sel["validation_mse"].get)
+    assert sel["beta"] == spec.beta == float(best) and all(v > 0 for v in sel["validation_mse"].values())
+    assert F.select_beta("v", models["v"], study, d, 0)[1] == sel  # seeded
+    rows = F.rho_rows(params, 0.0)[0]
+    v_row = next(r for r in rows if r["method"] == "v")
+    assert v_row["selection"] == sel and "selection" not in next(r for r in rows if r["method"] == "s")
+    assert "v: β chosen per data set" in E.selection_lines(rows, 0.25)[0] and E.selection_lines(rows[:0], 0.25) == []
+
+
+def test_choose_beta_breaks_ties_towards_the_smaller_beta():
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    best, scores, n_val = F.choose_beta([8.0, 2.0, 4.0], x, 0.2, 0, lambda b, rest, val: 1.0 if b > 2 else 1.0)
+    assert best == 2.0 and n_val == 4 and list(scores) == ["8", "2", "4"]
+    seen = []
+    F.choose_beta([1.0], x, 0.2, 3, lambda b, rest, val: seen.append((len(rest), len(val))) or 0.0)
+    assert seen == [(16, 4)]

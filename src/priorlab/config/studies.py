@@ -159,6 +159,23 @@ def check_study_models(key: str, names: list[str], params: "Params") -> None:
                           + ", ".join(f"{m}: {v}" for m, v in inputs.items()))
 
 
+def check_beta_grid(key: str, grid: dict[str, list[float]], validation_fraction: float, models: list[str],
+                    params: "Params") -> None:
+    """A study's ``beta_grid`` (models entry → its β values, each a kind vae entry of ``models``) and the
+    share of the training rows its selection holds out."""
+    for name, betas in grid.items():
+        if name not in models:
+            raise ParamsError(f"{key}.beta_grid: {name!r} is not in {key}.models {models}")
+        if params.models[name].kind != "vae":
+            raise ParamsError(f"{key}.beta_grid.{name}: a β grid is for kind vae, not {params.models[name].kind}")
+        if not betas:
+            raise ParamsError(f"{key}.beta_grid.{name} must not be empty (leave the model out of beta_grid)")
+        for i, b in enumerate(betas):
+            _positive(f"{key}.beta_grid.{name}[{i}]", b)
+    if grid and not 0.0 < validation_fraction < 1.0:
+        raise ParamsError(f"{key}.validation_fraction must be in (0, 1), got {validation_fraction}")
+
+
 @dataclass(frozen=True)
 class SparseVaeRealParams:
     """A real-data study of paper 003 (``sparse_vae_study.movielens`` / ``.single_cell``): every
@@ -194,17 +211,7 @@ class SparseVaeRealParams:
         if not self.models:
             return
         check_study_models(f"{key}.models", self.models, params)
-        for name, grid in self.beta_grid.items():
-            if name not in self.models:
-                raise ParamsError(f"{key}.beta_grid: {name!r} is not in {key}.models {self.models}")
-            if params.models[name].kind != "vae":
-                raise ParamsError(f"{key}.beta_grid.{name}: a β grid is for kind vae, not {params.models[name].kind}")
-            if not grid:
-                raise ParamsError(f"{key}.beta_grid.{name} must not be empty (leave the model out of beta_grid)")
-            for i, b in enumerate(grid):
-                _positive(f"{key}.beta_grid.{name}[{i}]", b)
-        if self.beta_grid and not 0.0 < self.validation_fraction < 1.0:
-            raise ParamsError(f"{key}.validation_fraction must be in (0, 1), got {self.validation_fraction}")
+        check_beta_grid(key, self.beta_grid, self.validation_fraction, self.models, params)
         for name in ("splits", "n_items", "latent_dim", "recall_k", "ndcg_k"):
             _positive(f"{key}.{name}", getattr(self, name))
         for name in ("nmf_alpha", "min_user_positives"):
@@ -229,7 +236,10 @@ class SparseVaeStudyParams:
     ``latent_dim`` components; ``variant_models`` (shown beside the claims, not deciding them: the
     released code's loss scaling, VSC) on the first ``variant_datasets_per_rho`` data sets. DCI by
     ``dci_mode``: ``regression`` on the continuous true z (the released code's), or ``classification``
-    of z binned into ``dci_bins`` quantile bins (``dci_backend``). ``models: []`` = off."""
+    of z binned into ``dci_bins`` quantile bins (``dci_backend``). ``beta_grid``: a kind vae entry of
+    ``models`` fitted at its best β per data set (fig. 3's β-VAE, table 6's grid): every member on the
+    training half less a seeded ``validation_fraction`` of it, the β of the lowest validation MSE then
+    refitted on the whole training half. ``models: []`` = off."""
 
     models: list[str] = field(default_factory=list)
     variant_models: list[str] = field(default_factory=list)
@@ -244,6 +254,8 @@ class SparseVaeStudyParams:
     dci_bins: int = 10
     dci_backend: Literal["gbt", "hist"] = "gbt"  # the DCI classifiers (priorlab.metrics.dci); hist: ~6x faster
     train: OptimParams = field(default_factory=lambda: OptimParams(steps=2000, batch_size=100, lr=1e-2))
+    beta_grid: dict[str, list[float]] = field(default_factory=dict)
+    validation_fraction: float = 0.2
     movielens: SparseVaeRealParams = field(default_factory=SparseVaeRealParams)  # table 1a, 3a
     single_cell: SparseVaeRealParams = field(default_factory=lambda: SparseVaeRealParams(
         n_items=558, latent_dim=15, hidden=[100, 100], train=OptimParams(steps=500, batch_size=512, lr=1e-2)))
@@ -257,6 +269,7 @@ class SparseVaeStudyParams:
         if not self.models:
             return
         check_study_models(f"{key}.models", self.models + self.variant_models, params)
+        check_beta_grid(key, self.beta_grid, self.validation_fraction, self.models, params)
         _non_negative(f"{key}.variant_datasets_per_rho", self.variant_datasets_per_rho)
         _one_of(f"{key}.dci_mode", self.dci_mode, ("regression", "classification"))
         if not self.rhos:

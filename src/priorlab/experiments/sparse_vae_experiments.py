@@ -31,6 +31,7 @@ their deep baselines are the ``vae``-kind entries.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -205,6 +206,17 @@ def method_table(per_rho: dict[float, dict[str, float]]) -> list[str]:
                                                    for r, v in per_rho.items()])
 
 
+def selection_lines(rows: list[dict[str, Any]], fraction: float) -> list[str]:
+    """Markdown lines: for each ``beta_grid`` model, how often each β was chosen over the data sets."""
+    lines = []
+    for method in dict.fromkeys(r["method"] for r in rows if "selection" in r):
+        chosen = Counter(r["selection"]["beta"] for r in rows if r["method"] == method and "selection" in r)
+        lines += [f"{method}: β chosen per data set by the held-out MSE of {fraction:g} of its training half (fig. 3's "
+                  "β-VAE at its best β; the paper does not say on which rows): "
+                  + ", ".join(f"β = {b:g} on {n}" for b, n in sorted(chosen.items())) + " data sets.", ""]
+    return lines
+
+
 def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
     """Aggregate the ``sparse_vae_fit`` cells and the ``sparse_vae_real`` fits into
     ``reports/sparse_vae_experiments/`` (summaries, claims, figures, README, fidelity table)."""
@@ -244,6 +256,7 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
         scaling = f" (`loss_scaling: {loss_scaling_of(spec)}`)" if spec is not None and spec.kind in ("vae", "sparse_vae") \
             else ""
         lines += [f"## {method}{scaling}", ""] + method_table(per_rho) + [""]
+    lines += selection_lines(rows, study.validation_fraction)
     if variant:
         lines += ["## The same claims with the released code's loss scaling (shown, not deciding)", ""] + \
             claims_table([c.to_dict() for c in variant]) + [""]

@@ -41,7 +41,7 @@ from priorlab.experiments.claims import Claim, fmt, md_table
 from priorlab.experiments.criteria import criterion
 from priorlab.experiments.intervals import paired_difference
 from priorlab import paths
-from priorlab.experiments.sparse_vae_fit import NAME, fit_deep, in_memory
+from priorlab.experiments.sparse_vae_fit import NAME, choose_beta, fit_deep, in_memory
 from priorlab.io import write_json, write_json_folder
 from priorlab.models.protocol import ElboModel
 
@@ -140,19 +140,17 @@ def select_beta(params: Params, study: SparseVaeRealParams, name: str, x_train: 
     ``study.beta_grid[name]`` is fitted (seed ``split``) on the training rows less a seeded
     ``validation_fraction`` of them and scored by the multinomial NLL of those held-out rows (the
     table's measure); the lowest wins (ties: the smaller β).  The spec at that β, and every member's score."""
-    rng = np.random.RandomState(split)
-    order = rng.permutation(len(x_train))
-    n_val = max(1, int(round(study.validation_fraction * len(x_train))))
-    val, rest = x_train[order[:n_val]], x_train[order[n_val:]]
-    data = in_memory(f"{label}-{split}-validation", {"x_train": rest.astype(np.float32), "x_test": val.astype(np.float32)})
-    scores = {}
-    for beta in study.beta_grid[name]:
-        spec = dataclasses.replace(params.models[name], beta=float(beta))
+
+    def score(beta: float, rest: np.ndarray, val: np.ndarray) -> float:
+        data = in_memory(f"{label}-{split}-validation", {"x_train": rest.astype(np.float32),
+                                                          "x_test": val.astype(np.float32)})
+        spec = dataclasses.replace(params.models[name], beta=beta)
         logits = _decode_logits(fit_deep(f"{name}-beta{beta:g}", spec, study, data, split, likelihood), val)
-        scores[f"{beta:g}"] = multinomial_nll(val, log_softmax(logits))
-    best = min(study.beta_grid[name], key=lambda b: (scores[f"{b:g}"], b))
-    return (dataclasses.replace(params.models[name], beta=float(best)),
-            {"beta": float(best), "validation_nll": scores, "validation_rows": n_val})
+        return multinomial_nll(val, log_softmax(logits))
+
+    best, scores, n_val = choose_beta(study.beta_grid[name], x_train, study.validation_fraction, split, score)
+    return (dataclasses.replace(params.models[name], beta=best),
+            {"beta": best, "validation_nll": scores, "validation_rows": n_val})
 
 
 def _fit_models(params: Params, study: SparseVaeRealParams, x_train, x_test, split: int, label: str, likelihood: str):
