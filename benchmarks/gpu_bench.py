@@ -24,7 +24,7 @@ shrinks nets, data and step counts for a dry run on a CPU.  Sections, each writt
     checkpoint ends with the same weights as an uninterrupted one, on the device (three processes).
 (d) the JSON, rewritten after every measurement, and a table on stdout.
 (e) ``gpu_hours``: the paper profile's cost from ``profiles/paper.yaml``: for every distinct
-    (nets, model structure) of its runs and pretrainings, ms/step measured as in (a); training
+    (nets, model structure, batch) of its runs and pretrainings, ms/step measured as in (a) at that batch; training
     = Σ runs × steps × ms/step, pretraining likewise per setup; the prior_init iterations at the rate
     of (b); the importance-weighted bound at the paper's ``n_eval`` × ``iw_samples`` at the rate
     measured per (nets, model).  The metric algorithms (CPU, numpy) and the in-process studies are
@@ -63,6 +63,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # no progress bars in the benchmark'
 
 import priorlab  # noqa: E402,F401,I001  (before torch: priorlab sets OMP_WAIT_POLICY)
 import numpy as np  # noqa: E402
+import yaml  # noqa: E402
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
@@ -507,10 +508,19 @@ def resume_check(device: torch.device, workdir: Path) -> dict:
 # --------------------------------------------------------------------------- (e) GPU-hours
 
 
-def cost_key(params: Params, setup_name: str, spec: ModelParams, phase: str) -> str:
+STEP_BATCH = 64  # the batch of the step table (a) and of records made before cost keys held the batch
+
+
+def phase_batch(params: Params, spec: ModelParams, phase: str) -> int:
+    """The batch a model trains ``phase`` at (its own ``<phase>_phase`` setting, else the profile's)."""
+    return spec.phase(phase, getattr(params, phase)).batch_size
+
+
+def cost_key(params: Params, setup_name: str, spec: ModelParams, phase: str, batch: int | None = None) -> str:
     """What the cost of a step depends on: the nets and observation shape, the model kind and the
     structural settings of the kind (components, factors, a supervised factor, pseudo-inputs, the
-    spike pre-training phase); not β, α or schedules."""
+    spike pre-training phase) and the batch (default: the phase's, :func:`phase_batch`); not β, α or
+    schedules."""
     s = params.setup(setup_name)
     net = [s.encoder, s.decoder, list(s.hidden), list(s.channels), s.latent_dim, s.likelihood,
            list(obs_shape_of(params, setup_name))]
@@ -526,7 +536,7 @@ def cost_key(params: Params, setup_name: str, spec: ModelParams, phase: str) -> 
         extra = [getattr(getattr(spec, "prior", None), "kind", "standard_normal")]
     else:
         extra = [json.dumps(spec.record() if hasattr(spec, "record") else str(spec), sort_keys=True, default=str)]
-    return json.dumps([kind, net, extra])
+    return json.dumps([kind, net, extra, batch or phase_batch(params, spec, phase)])
 
 
 def paper_work(params: Params) -> dict[str, dict]:
@@ -538,8 +548,9 @@ def paper_work(params: Params) -> dict[str, dict]:
     def add(setup: str, model: str, phase: str, steps: int, runs: int, evals: int, prior_init_steps: int):
         spec = params.model(model)
         key = cost_key(params, setup, spec, phase)
-        w = work.setdefault(key, {"setup": setup, "model": model, "phase": phase, "kind": spec.kind, "steps": 0,
-                                  "pretrain_steps": 0, "runs": 0, "evaluations": 0, "prior_init_steps": 0})
+        w = work.setdefault(key, {"key": key, "setup": setup, "model": model, "phase": phase, "kind": spec.kind,
+                                  "batch": phase_batch(params, spec, phase), "steps": 0, "pretrain_steps": 0,
+                                  "runs": 0, "evaluations": 0, "prior_init_steps": 0})
         w["steps"] += steps
         w["pretrain_steps"] += steps if phase == "pretrain" else 0
         w["runs"] += runs
@@ -586,7 +597,7 @@ def paper_gpu_hours(device: torch.device, params: Params | None = None, tiny: bo
     reuse = {}
     for case, row in (measured or {}).items():
         setup, model = STEP_CASES.get(case, (row.get("setup"), row.get("model")))
-        reuse[cost_key(params, setup, params.model(model), "train")] = row["trainer_ms"]
+        reuse[cost_key(params, setup, params.model(model), "train", batch=STEP_BATCH)] = row["trainer_ms"]
     short, long = (2, 5) if tiny else (10, 70)
     rows_iw, k_iw = (10, 4) if tiny else (100, 100)
     with tempfile.TemporaryDirectory() as tmp:
@@ -598,10 +609,11 @@ def paper_gpu_hours(device: torch.device, params: Params | None = None, tiny: bo
             else:
                 setup = params.setup(w["setup"])
                 setup = shrink_setup(setup) if tiny else setup
-                data = synthetic_dataset(obs_shape_of(params, w["setup"]), 256 if tiny else 4096)
+                data = synthetic_dataset(obs_shape_of(params, w["setup"]), max(256 if tiny else 4096, w["batch"]))
                 model = build_bound(setup, params.model(w["model"]), data, w["phase"])
-                fit_seconds(model, data, short, device, Path(tmp))  # warm-up
-                dt = fit_seconds(model, data, long, device, Path(tmp)) - fit_seconds(model, data, short, device, Path(tmp))
+                fit_seconds(model, data, short, device, Path(tmp), batch=w["batch"])  # warm-up
+                dt = (fit_seconds(model, data, long, device, Path(tmp), batch=w["batch"])
+                      - fit_seconds(model, data, short, device, Path(tmp), batch=w["batch"]))
                 w["ms_per_step"], w["how"] = 1e3 * dt / (long - short), "measured"
                 if w["evaluations"] and (deadline is None or time.perf_counter() < deadline):
                     w["iw_samples_per_s"] = iw_rate(model, data, device, rows_iw, k_iw)
@@ -612,7 +624,7 @@ def paper_gpu_hours(device: torch.device, params: Params | None = None, tiny: bo
     for key, w in work.items():  # the unmeasured (deadline): borrow from the most similar measured key
         if "ms_per_step" in w:
             continue
-        kind, net, _ = json.loads(key)
+        kind, net = json.loads(key)[:2]
         same = [k for k in measured_keys if json.loads(k)[:2] == [kind, net]] or \
             [k for k in measured_keys if json.loads(k)[0] == kind] or measured_keys
         if same:
@@ -722,21 +734,42 @@ def isa_gpu_hours(params: Params, s_per_model_step: float) -> dict[str, float]:
             "004.isa_mig": round(sum(n for m, n in grid.items() if params.models[m].kind == "vae") * per_model, 2)}
 
 
-def reestimate(record: dict, params: Params) -> dict:
+NET_FIELDS = ("dataset", "encoder", "decoder", "hidden", "channels", "latent_dim", "likelihood")
+
+
+def same_nets(setup: SetupParams, then: dict) -> bool:
+    """Whether ``setup`` still has the nets ``then`` (a setup's :data:`NET_FIELDS` when a record was made) lists."""
+    return all(getattr(setup, k) == v for k, v in then.items() if k in NET_FIELDS)
+
+
+def reestimate(record: dict, params: Params, record_setups: dict | None = None) -> dict:
     """The paper profile's training and pretraining GPU-hours under the settings of ``params`` with the
     ms/step a GPU measured before (``record``: a ``gpu_bench.json`` with section (e)), in total and per
     paper (a run's group up to its first ``/``; a pretraining counts for its setup's first run's group).
     A cost key the record did not measure borrows the slowest measured key of its kind and nets (else
     of its kind), as :func:`paper_gpu_hours` does; one of neither is listed as unmeasured."""
-    measured = {}  # the record's rows name (setup, model, phase): their cost keys under ``params``
+    measured = {}  # each row's cost key: its own, or (older records) under ``params`` if its setup's nets are unchanged
+    stale = []
     for w in record["gpu_hours"]["work"]:
-        if "ms_per_step" in w and w["setup"] in params.setups and w["model"] in params.models:
-            measured[cost_key(params, w["setup"], params.model(w["model"]), w["phase"])] = w["ms_per_step"]
+        if "ms_per_step" not in w:
+            continue
+        if "key" not in w:
+            if w["setup"] not in params.setups or w["model"] not in params.models:
+                continue
+            if not same_nets(params.setup(w["setup"]), (record_setups or {}).get(w["setup"], {})):
+                stale.append(f"{w['setup']}/{w['model']}/{w['phase']}")
+                continue
+        key = w.get("key") or cost_key(params, w["setup"], params.model(w["model"]), w["phase"],
+                                       batch=w.get("batch", STEP_BATCH))
+        measured[key] = w["ms_per_step"]
 
     def ms_of(key: str) -> tuple[float | None, str]:
         if key in measured:
             return measured[key], "measured"
-        kind, net, _ = json.loads(key)
+        kind, net, extra, _ = json.loads(key)
+        other_batch = [k for k in measured if json.loads(k)[:3] == [kind, net, extra]]
+        if other_batch:  # the same step at another batch (a lower bound when the record's batch is smaller)
+            return max(measured[k] for k in other_batch), "other batch"
         same = [k for k in measured if json.loads(k)[:2] == [kind, net]] or \
             [k for k in measured if json.loads(k)[0] == kind]
         return (max(measured[k] for k in same), "borrowed") if same else (None, "unmeasured")
@@ -770,8 +803,10 @@ def reestimate(record: dict, params: Params) -> dict:
                                    for c, groups in CLAIM_GROUPS.items() if any(g in by_group for g in groups)},
             "train_and_pretrain_gpu_hours": round(sum(by_group.values()), 2),
             "cost_keys": {"measured": sum(v == "measured" for v in how.values()),
+                          "other_batch": sum(v == "other batch" for v in how.values()),
                           "borrowed": sum(v == "borrowed" for v in how.values()),
-                          "unmeasured": sorted(k for k, v in how.items() if v == "unmeasured")},
+                          "unmeasured": sorted(k for k, v in how.items() if v == "unmeasured"),
+                          "record_rows_on_changed_nets": stale},
             "device": record.get("environment", {}).get("device", "unknown"),
             "not_included": "the IW bound, prior_init and the in-process studies (see the record's gpu_hours)"}
 
@@ -802,7 +837,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     if args.reestimate:
         params = load_profile()
-        hours = reestimate(json.loads(Path(args.reestimate).read_text()), params)
+        then = Path(args.reestimate).with_name(Path(args.reestimate).stem + "_setups.yaml")  # older records' nets
+        hours = reestimate(json.loads(Path(args.reestimate).read_text()), params,
+                           yaml.safe_load(then.read_text()) if then.is_file() else None)
         hours["record"] = args.reestimate
         outcomes = [json.loads(f.read_text()) for f in sorted(ISA_RECORD.glob("outcome_seeds_*.json"))]
         if outcomes:
@@ -814,7 +851,8 @@ def main(argv: list[str] | None = None) -> int:
         for paper, h in hours["by_paper_gpu_hours"].items():
             print(f"{paper:24s} {h:7.1f} GPU-hours")
         print(f"{'training + pretraining':24s} {hours['train_and_pretrain_gpu_hours']:7.1f} GPU-hours "
-              f"({hours['cost_keys']['measured']} cost keys measured, {hours['cost_keys']['borrowed']} borrowed)")
+              f"({hours['cost_keys']['measured']} cost keys measured, {hours['cost_keys']['other_batch']} at another "
+              f"batch, {hours['cost_keys']['borrowed']} borrowed)")
         for claim, h in hours["by_claim_gpu_hours"].items():
             print(f"  {claim:34s} {h:7.1f} GPU-hours (its runs' groups: {', '.join(CLAIM_GROUPS[claim])})")
         if "isa_study" in hours:

@@ -126,7 +126,8 @@ def test_reestimate_prices_the_profiles_steps_with_a_records_ms_per_step(tmp_pat
     expected = sum(w["steps"] * w["ms_per_step"] / 3.6e6 for w in rows)
     out = reestimate(record, params)
     assert out["train_and_pretrain_gpu_hours"] == pytest.approx(expected, abs=0.02)
-    assert out["cost_keys"] == {"measured": len(rows), "borrowed": 0, "unmeasured": []}
+    assert out["cost_keys"] == {"measured": len(rows), "other_batch": 0, "borrowed": 0, "unmeasured": [],
+                                "record_rows_on_changed_nets": []}
     assert set(out["by_paper_gpu_hours"]) == {r.group.split("/")[0] for r in params.runs.values()}
     assert set(out["by_group_gpu_hours"]) == {r.group for r in params.runs.values()}
     assert sum(out["by_group_gpu_hours"].values()) == pytest.approx(out["train_and_pretrain_gpu_hours"], abs=0.05)
@@ -165,3 +166,27 @@ def test_isa_hours_scale_the_measured_gpu_seconds_per_model_step():
     claim_models = sum(params.models[m].kind == "vae" for m in study.models) * len(study.betas) * len(study.seeds)
     assert out["004.isa_mig"] == pytest.approx(claim_models * per_model, abs=0.01)
     assert out["isa_study"] > out["004.isa_mig"]
+
+
+def test_reestimate_keys_by_batch_and_drops_rows_measured_on_other_nets():
+    """A cost key holds the phase's batch: a step timed at another batch is used but counted apart (a lower
+    bound at a larger batch); an older record's row (no key) whose setup's nets have changed is not used."""
+    import yaml
+
+    from benchmarks.gpu_bench import paper_work, reestimate
+    from priorlab.config import parse_params
+
+    params = parse_params(yaml.safe_load(open("profiles/tiny.yaml")))
+    work = paper_work(params)
+    assert all(w["key"] == k and json.loads(k)[3] == w["batch"] for k, w in work.items())
+    rows = [{k: v for k, v in w.items() if k != "key"} | {"ms_per_step": 1.0} for w in work.values()]  # an older record
+    record = {"gpu_hours": {"work": [{**r, "batch": r["batch"] + 1} for r in rows]}}
+    out = reestimate(record, params)["cost_keys"]
+    assert out["measured"] == 0 and out["other_batch"] == len(rows)
+    setup = rows[0]["setup"]
+    then = {setup: {**{f: getattr(params.setup(setup), f) for f in ("encoder", "decoder")}, "hidden": [7]}}
+    out = reestimate({"gpu_hours": {"work": rows}}, params, then)["cost_keys"]
+    assert out["record_rows_on_changed_nets"] and all(r.startswith(f"{setup}/") for r in out["record_rows_on_changed_nets"])
+    assert out["measured"] == len(rows) - sum(r["setup"] == setup for r in rows)
+    same = {setup: {"hidden": list(params.setup(setup).hidden)}}
+    assert reestimate({"gpu_hours": {"work": rows}}, params, same)["cost_keys"]["measured"] == len(rows)
