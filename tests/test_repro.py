@@ -108,6 +108,7 @@ def test_an_unknown_target_is_one_clear_error(project, capsys):
 
 def test_worker_envs_are_checked():
     assert worker_envs(2, ["0", "1"])[1] == {"PRIORLAB_WORKER": "1", "CUDA_VISIBLE_DEVICES": "1"}
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in worker_envs(4, ["0"] * 4)] == ["0"] * 4  # four workers on one card
     with pytest.raises(ValueError, match="one per worker"):
         worker_envs(3, ["0"])
     with pytest.raises(ValueError, match="at least 1"):

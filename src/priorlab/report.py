@@ -107,7 +107,10 @@ def claims_section(root: Path) -> list[str]:
             "no interval, so it decides nothing), **untestable** when a stated precondition fails (a score at its "
             "noise floor, a ceiling that did not plateau). Criteria and their history: "
             "`src/priorlab/experiments/criteria.py`; a *not reproduced* is a result, not a bug report. The `paper` "
-            "profile (`make profile PROFILE=paper`, GPU) keeps the papers' settings.", "",
+            "profile (`make profile PROFILE=paper`, GPU) keeps the papers' settings. Papers 000, 003 and 004 train "
+            "every replicate from scratch; the runs of papers 001 and 002 start from their setup's one pretraining "
+            "(001: by design, pretraining → prior initialisation → joint training; 002: the spike pre-training, "
+            "shared by the seeds of a setup), so those intervals are conditional on it.", "",
             "Verdicts at this profile: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + ".", "", *lines,
             *(["### Criteria changed, with the verdict before and after", "", *changed, ""] if changed else [])]
 
