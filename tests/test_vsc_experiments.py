@@ -104,3 +104,13 @@ def test_beta_is_chosen_on_its_own_validation_smileys_not_the_test_split():
     spec = params.dataset_of(params.run(run).setup)
     stored = build_smiley(spec, np.random.RandomState(spec.seed))  # the data stage's draw
     assert not any(np.allclose(sources[0], s) for s in stored["sources"])  # not a training or test smiley
+
+
+def test_presence_metrics_default_to_those_of_metrics_and_are_checked():
+    from priorlab.config import EvaluateParams, ParamsError
+
+    assert EvaluateParams(metrics=["mig", "sap", "dci"]).presence_aware() == ["mig", "dci"]
+    assert EvaluateParams(metrics=["mig", "dci"], presence_metrics=["mig"]).presence_aware() == ["mig"]
+    assert EvaluateParams(presence_metrics=[]).presence_aware() == []
+    with pytest.raises(ParamsError, match="presence_metrics\\[0\\]"):
+        EvaluateParams(presence_metrics=["sap"]).check("evaluate")

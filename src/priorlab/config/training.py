@@ -123,6 +123,9 @@ class RunParams:
         _non_negative(f"{key}.seed", self.seed)
 
 
+PRESENCE_METRICS = ("mig", "dci")  # the metrics with a presence-aware variant (priorlab.metrics.presence)
+
+
 @dataclass(frozen=True)
 class EvaluateParams:
     n_eval: int = 2000  # test points for ELBO / importance-weighted bound
@@ -137,6 +140,9 @@ class EvaluateParams:
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
     # per experiment group (``runs.*.group``), a metric list replacing ``metrics`` for its runs
     group_metrics: dict[str, list[str]] = field(default_factory=dict)
+    # the presence-aware scores the vsc_experiments stage gives the Smiley runs, of "mig" and "dci" (DCI:
+    # 22 classifiers per model, on the first seed's runs); None: those of ``metrics``
+    presence_metrics: list[str] | None = None
     representation: Literal["mean", "sample"] = "mean"  # encoder mean (reference) or one posterior sample
     n_jobs: int = 1  # per-factor classifiers (DCI) in parallel processes
     # "gbt": the reference gradient-boosted trees (slow); "hist": the fast histogram-GBT backend
@@ -146,6 +152,11 @@ class EvaluateParams:
     def metrics_for(self, group: str) -> list[str]:
         """The disentanglement metrics computed for the runs of experiment ``group``."""
         return list(self.group_metrics.get(group, self.metrics))
+
+    def presence_aware(self) -> list[str]:
+        """The presence-aware scores of the Smiley runs (:attr:`presence_metrics`, else those of ``metrics``)."""
+        chosen = self.metrics if self.presence_metrics is None else self.presence_metrics
+        return [m for m in chosen if m in PRESENCE_METRICS]
 
     def check(self, key: str) -> None:
         _positive(f"{key}.n_eval", self.n_eval)
@@ -159,6 +170,8 @@ class EvaluateParams:
         for group, names in self.group_metrics.items():
             for i, m in enumerate(names):
                 _one_of(f"{key}.group_metrics.{group}[{i}]", m, tuple(METRICS))
+        for i, m in enumerate(self.presence_metrics or []):
+            _one_of(f"{key}.presence_metrics[{i}]", m, PRESENCE_METRICS)
         _positive(f"{key}.iw_samples", self.iw_samples)
         _positive(f"{key}.batch_size", self.batch_size)
         _positive(f"{key}.active_threshold", self.active_threshold)

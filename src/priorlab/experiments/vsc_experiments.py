@@ -182,7 +182,8 @@ def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | N
             # correlation summaries and MIG (the paper's figure is a correlation matrix)
             # presence-aware DCI (22 classifiers, the stage's largest cost; no claim uses it) on the fresh
             # split of the first seed's runs only: on the authors' set the correlation summaries and MIG
-            wanted = tuple(m for m in ev.metrics if m != "dci" or (name == "fresh" and spec.seed == first_seed))
+            wanted = tuple(m for m in ev.presence_aware()
+                           if m != "dci" or (name == "fresh" and spec.seed == first_seed))
             results[run][name] = smiley_scores(encode(model, x), presence, sources, ev.n_bins,
                                                ev.active_threshold, ev.dci_backend, ev.seed, wanted,
                                                2 * ev.metric_num_test, ev.n_jobs)
@@ -211,16 +212,19 @@ def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | N
               + ", ".join(f"d={d}: {results[r]['label']}" for d, r in sorted(chosen.items())), ""]
     for name in ("fresh", *test_sets):
         lines += [f"### Test set: {name}", ""]
+        dci = "dci" in ev.presence_aware()
         lines += [f"Presence-aware DCI (22 classifiers per model; no claim uses it) is computed on the fresh split "
-                  f"for the runs of seed {first_seed} only (nan elsewhere).", ""]
+                  f"for the runs of seed {first_seed} only (nan elsewhere)." if dci else
+                  "Presence-aware DCI (22 classifiers per model; no claim uses it) is not computed at this profile "
+                  "(`evaluate.presence_metrics`).", ""]
         rows = []
         for run, r in results.items():
             s = r[name]
             rows.append([run, r["label"], r["latent_dim"], s["contrast"], s["block_purity"], s["used_latents"],
-                         s["active_dims"], s["mig"], s["dci"]["disentanglement"], s["dci"]["completeness"],
-                         s["dci"]["informativeness_test"]])
+                         s["active_dims"], s["mig"], *([s["dci"]["disentanglement"], s["dci"]["completeness"],
+                                                        s["dci"]["informativeness_test"]] if dci else [])])
         lines += md_table(["run", "model", "d", "contrast", "block purity", "used latents", "active dims",
-                            "PA-MIG", "PA-DCI D", "PA-DCI C", "PA-DCI I"], rows) + [""]
+                            "PA-MIG", *(["PA-DCI D", "PA-DCI C", "PA-DCI I"] if dci else [])], rows) + [""]
         shown = [r for r in results if results[r]["seed"] == min(x["seed"] for x in results.values())
                  and (params.models[results[r]["model"]].kind != "vae" or results[r]["model"] in chosen_model.values())]
         dims = sorted({results[r]["latent_dim"] for r in shown})
