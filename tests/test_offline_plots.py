@@ -158,7 +158,7 @@ def test_vsc_elbo_data_plots_hold_the_mean_test_elbo_per_prior_strength(tmp_path
     for run in runs.group_runs(params, vsc_experiments.ELBO_GROUP):
         spec = params.models[params.run(run).model]
         key = ("alpha", spec.alpha) if spec.kind == "vsc" else ("beta", spec.beta)
-        expected.setdefault(key, []).append(read_json(runs.evaluation_file(params, run))["test"]["elbo"])
+        expected.setdefault(key, []).append(read_json(runs.metrics_file(params, run))["elbo"])
     for col in ("alpha", "beta"):
         table = np.genfromtxt(tmp_path / f"elbo_vs_{col}.csv", delimiter=",", names=True)
         assert table.dtype.names == (col, "elbo_mean", "elbo_std") and len(table) == 3

@@ -23,6 +23,11 @@ def model_file(params: Params, run: str) -> Path:
     return paths.train_dir(run, params.run(run).group) / "model.pt"
 
 
+def metrics_file(params: Params, run: str) -> Path:
+    """The headline numbers the evaluate stage writes for ``run`` (in git: present in a fresh clone)."""
+    return paths.metrics_file(run, params.run(run).group)
+
+
 def evaluation_file(params: Params, run: str) -> Path:
     """The record the evaluate stage writes for ``run`` (in its group's folder)."""
     return paths.evaluation_file(run, params.run(run).group)

@@ -6,7 +6,7 @@ Runs are found by their ``group`` in ``runs:``:
 * ``vsc_experiments/smiley``: VSC, β-VAE (a β grid) and β-TCVAE on Smiley setups of several latent sizes.
   Each model is encoded on the data set's freshly generated test split (the pipeline reads nothing
   else; ``python -m benchmarks.vsc_reference`` scores the trained runs on the authors' published set).
-* ``vsc_experiments/elbo``: VSC over α and β-VAE over β on Fashion-MNIST (test ELBO from each run's evaluation record).
+* ``vsc_experiments/elbo``: VSC over α and β-VAE over β on Fashion-MNIST (the test ELBO of each run's headline metrics, ``metrics/<group>/<run>.json``).
 
 Definitions (all on the posterior mean, the framework's representation):
 
@@ -41,7 +41,7 @@ from priorlab.config import Params
 from priorlab.experiments.claims import Claim, claims_table, fmt, md_table
 from priorlab.experiments.criteria import criterion
 from priorlab.experiments.intervals import mean_t, welch_difference
-from priorlab.experiments.runs import encode, group_runs, in_batches, load_trained, evaluation_file
+from priorlab.experiments.runs import encode, group_runs, in_batches, load_trained, metrics_file
 from priorlab.io import atomic_path, write_json
 from priorlab.models.vsc import VSC
 
@@ -263,14 +263,14 @@ def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
 
     from priorlab.io import read_json, save_figure
 
-    runs = [r for r in group_runs(params, ELBO_GROUP, trained=True) if evaluation_file(params, r).is_file()]
+    runs = [r for r in group_runs(params, ELBO_GROUP, trained=True) if metrics_file(params, r).is_file()]
     if not runs:
         return [], {}
     table: dict[tuple[str, float], list[float]] = {}
     for run in runs:
         spec = params.models[params.run(run).model]
         key = ("VSC", spec.alpha) if spec.kind == "vsc" else ("β-VAE", spec.beta)
-        table.setdefault(key, []).append(read_json(evaluation_file(params, run))["test"]["elbo"])
+        table.setdefault(key, []).append(read_json(metrics_file(params, run))["elbo"])
     rows, data = [], {}
     for (kind, value), elbos in sorted(table.items()):
         e = np.asarray(elbos)
