@@ -182,14 +182,15 @@ def report_columns() -> dict[str, str]:
     return {c.key: c.title for c in columns()}
 
 
+def lookup(record: dict[str, Any], dotted: str) -> Any:
+    """The value at a dotted key of a nested record (``"test.elbo"``), None where a part is missing."""
+    value: Any = record
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def headline(record: dict[str, Any]) -> dict[str, float]:
     """A run's ``dvc metrics`` file: the headline numbers its evaluation record holds, by short name
     (the record itself, with settings and every sub-score, is the evaluate stage's cached output)."""
-    out = {}
-    for c in columns():
-        value: Any = record
-        for part in c.key.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if value is not None:
-            out[c.name] = value
-    return out
+    return {c.name: value for c in columns() if (value := lookup(record, c.key)) is not None}

@@ -30,6 +30,7 @@ import torch
 from priorlab import paths
 from priorlab.config import ModelParams, Params, ParamsError
 from priorlab.io import write_json, write_json_folder
+from priorlab.metric_registry import lookup
 from priorlab.priors.lp_nested import LpNestedPrior
 
 NAME = "isa_experiments"  # the paper's name: its model folder, metrics folder and report
@@ -165,10 +166,7 @@ def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.devic
                representation_function(model, data.prepare, study.evaluate.batch_size), gt, RESPONSE_POINTS, run.seed)]}
     model.to("cpu")
     for key, dotted in SCORES.items():
-        value: Any = result
-        for part in dotted.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        row[key] = value
+        row[key] = lookup(result, dotted)
     return row, model
 
 
