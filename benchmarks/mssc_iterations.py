@@ -7,7 +7,7 @@ the claim).
         --iterations 20 40 80 --anneal 0.5 0.8 --out reports/mssc_iterations_cpu.json
 
 Each point trains ``mssc_study``'s first model (or ``--model``) exactly as an ``mssc_fit`` cell does
-(:func:`priorlab.experiments.mssc_fit.bars_run`) on seeds 0 .. n−1 and counts the runs that recover
+(:func:`priorlab.studies.mssc_experiments.fit.bars_run`) on seeds 0 .. n−1 and counts the runs that recover
 every bar; its Clopper–Pearson interval shows how little 10 seeds resolve.  It needs only the library.
 """
 
@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from priorlab.config import load_params
-from priorlab.experiments.intervals import clopper_pearson
-from priorlab.experiments.mssc_fit import bars_run
+from priorlab.studies.intervals import clopper_pearson
+from priorlab.studies.mssc_experiments.fit import bars_run
 from priorlab.io import write_json
 
 

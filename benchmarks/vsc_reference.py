@@ -6,7 +6,7 @@ The pipeline reads nothing outside the project, so this comparison is a tool: ru
 
     python -m benchmarks.vsc_reference --mat path/to/smiley_test.mat [--out reports/vsc_reference]
 
-It writes ``OUT/README.md`` (the tables of :func:`priorlab.experiments.vsc_experiments.smiley_experiment`
+It writes ``OUT/README.md`` (the tables of :func:`priorlab.studies.vsc_experiments.report.smiley_experiment`
 for both sets), the correlation figures and ``OUT/summary.json``.
 """
 
@@ -20,7 +20,7 @@ from priorlab.cli import thread_limits
 from priorlab.config import load_params
 from priorlab.data.smiley import load_smiley_mat
 from priorlab.errors import UserError
-from priorlab.experiments.vsc_experiments import smiley_experiment
+from priorlab.studies.vsc_experiments.report import smiley_experiment
 from priorlab.io import atomic_path, write_json
 
 

@@ -1,9 +1,9 @@
-"""DVC stage `mssc_patches`: see :func:`priorlab.experiments.mssc_fit.run_mssc_patches`."""
+"""DVC stage `mssc_patches`: see :func:`priorlab.studies.mssc_experiments.fit.run_mssc_patches`."""
 
 import sys
 
 from priorlab.cli import run_stage
-from priorlab.experiments.mssc_fit import run_mssc_patches
+from priorlab.studies.mssc_experiments.fit import run_mssc_patches
 
 if __name__ == "__main__":
     sys.exit(run_stage(run_mssc_patches, "model"))

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from priorlab.experiments import isa_fit, mssc_fit, sparse_vae_fit, supervised_ceiling
+from priorlab.studies.isa_experiments import fit as isa_fit
+
+from priorlab.studies.mssc_experiments import fit as mssc_fit
+
+from priorlab.studies.sparse_vae_experiments import fit as sparse_vae_fit
+
+from priorlab.studies.fmvae_experiments import supervised_ceiling
 from priorlab.metric_registry import columns, headline, report_columns
 
 

@@ -7,14 +7,18 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from priorlab.experiments import fmvae_experiments, intervals, vsc_experiments
-from priorlab.experiments.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, UNTESTABLE, Criterion,
+from priorlab.studies.fmvae_experiments import report as fmvae_experiments
+
+from priorlab.studies import intervals
+
+from priorlab.studies.vsc_experiments import report as vsc_experiments
+from priorlab.studies.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, UNTESTABLE, Criterion,
                                          claims_table, combine_all, combine_at_least, decide, md_table)
-from priorlab.experiments.criteria import CRITERIA
-from priorlab.experiments.fmvae_experiments import elbo_vs_k_claims, elbo_vs_k_frame, semi_supervised_claims
-from priorlab.experiments.intervals import (Estimate, accuracy, bootstrap, clopper_pearson, mean_t,
+from priorlab.studies.criteria import CRITERIA
+from priorlab.studies.fmvae_experiments.report import elbo_vs_k_claims, elbo_vs_k_frame, semi_supervised_claims
+from priorlab.studies.intervals import (Estimate, accuracy, bootstrap, clopper_pearson, mean_t,
                                             newcombe_difference, paired_difference, ratio, welch_difference)
-from priorlab.experiments.vsc_experiments import vsc_claims
+from priorlab.studies.vsc_experiments.report import vsc_claims
 from priorlab.io import write_json
 from priorlab.report import claims_section
 

@@ -1,7 +1,7 @@
 """The criteria are kept in one reviewed place: a rule that changes without a history entry fails here."""
 
-from priorlab.experiments.claims import VERDICTS
-from priorlab.experiments.criteria import CRITERIA, HISTORY, history
+from priorlab.studies.claims import VERDICTS
+from priorlab.studies.criteria import CRITERIA, HISTORY, history
 
 
 def test_every_criterion_matches_its_latest_history_entry():
@@ -29,7 +29,7 @@ def test_the_wording_of_a_claim_does_not_change_its_fingerprint():
 def test_changes_table_chains_a_criterions_changes_oldest_first():
     """A criterion changed twice: the first row's new rule is the second row's old one (with the verdict
     it then gave); only the last row shows the rule and verdict of now."""
-    from priorlab.experiments import criteria as C
+    from priorlab.studies import criteria as C
 
     key = "004.isa_mig"
     changes = C.history(key)

@@ -10,7 +10,7 @@ import torch
 from priorlab.models.protocol import TrainingSet
 
 from priorlab.config import FactorialMixtureParams, SetupParams
-from priorlab.experiments.fmvae_experiments import conditional_grid, elbo_vs_k_claims, factorial_grid, top_components
+from priorlab.studies.fmvae_experiments.report import conditional_grid, elbo_vs_k_claims, factorial_grid, top_components
 from priorlab.models import build_model
 
 

@@ -144,7 +144,7 @@ def test_reestimate_prices_the_profiles_steps_with_a_records_ms_per_step(tmp_pat
 def test_claims_map_to_the_run_groups_of_the_paper_profile():
     """Every claim of papers 001 and 002 (decided on pipeline runs) names groups the paper profile has."""
     from benchmarks.gpu_bench import CLAIM_GROUPS, load_profile
-    from priorlab.experiments.criteria import CRITERIA
+    from priorlab.studies.criteria import CRITERIA
 
     groups = {r.group for r in load_profile().runs.values()}
     assert {k for k in CRITERIA if k.startswith(("001.", "002."))} == set(CLAIM_GROUPS)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from priorlab.config import ParamsError, parse_params
-from priorlab.experiments import isa_experiments as ie
+from priorlab.studies.isa_experiments import report as ie
 from priorlab.metric_registry import METRICS, SampledFactors
 from priorlab.metrics import mig
 
@@ -121,7 +121,7 @@ def test_mig_without_shape_is_mig_over_the_other_factors():
 
 @pytest.mark.slow
 def test_cells_train_and_score_and_the_study_aggregates_them(tmp_path, monkeypatch):
-    from priorlab.experiments import isa_fit
+    from priorlab.studies.isa_experiments import fit as isa_fit
     from priorlab.pipeline import run_data
 
     raw = raw_params()

@@ -16,8 +16,8 @@ import yaml
 from priorlab.config import (BarsParams, ImagePatchesParams, OptimParams, ParamsError, SetupParams,
                              SparseCodingModelParams, parse_params)
 from priorlab.data.store import build_arrays, load_dataset, write_dataset
-from priorlab.experiments import mssc_experiments as mx
-from priorlab.experiments import mssc_fit as mf
+from priorlab.studies.mssc_experiments import report as mx
+from priorlab.studies.mssc_experiments import fit as mf
 from priorlab.io import load_torch
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, Generative, Model, StepContext

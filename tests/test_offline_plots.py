@@ -125,8 +125,8 @@ def test_study_data_plots_name_the_columns_their_stages_write(profile):
     """The columns of the paper 003 / 004 data plots against what their writers make of the profile's
     study grid (the files themselves appear with the next full run)."""
     from priorlab.config import load_params
-    from priorlab.experiments import isa_experiments as ie
-    from priorlab.experiments import sparse_vae_experiments as E
+    from priorlab.studies.isa_experiments import report as ie
+    from priorlab.studies.sparse_vae_experiments import report as E
     from tests.test_study_plot_tables import fake_isa_rows, fake_sparse_rows
 
     params = load_params(ROOT / "profiles" / f"{profile}.yaml")
@@ -147,7 +147,8 @@ def test_study_data_plots_name_the_columns_their_stages_write(profile):
 def test_vsc_elbo_data_plots_hold_the_mean_test_elbo_per_prior_strength(tmp_path, monkeypatch):
     """``elbo_vs_alpha.csv`` / ``elbo_vs_beta.csv`` (paper 002, fig. 1) from the committed cpu metrics."""
     from priorlab.config import load_params
-    from priorlab.experiments import runs, vsc_experiments
+    from priorlab.studies import runs
+    from priorlab.studies.vsc_experiments import report as vsc_experiments
     from priorlab.io import read_json
 
     params = load_params(ROOT / "profiles" / "cpu.yaml")

@@ -12,10 +12,10 @@ import torch
 from priorlab.config import OptimParams, ParamsError, SetupParams, SparseVAEParams, VAEParams
 from priorlab.data.store import Dataset
 from priorlab.errors import DataError
-from priorlab.experiments import sparse_vae_experiments as E
-from priorlab.experiments.claims import VERDICTS
-from priorlab.experiments import sparse_vae_fit as F
-from priorlab.experiments import sparse_vae_real as R
+from priorlab.studies.sparse_vae_experiments import report as E
+from priorlab.studies.claims import VERDICTS
+from priorlab.studies.sparse_vae_experiments import fit as F
+from priorlab.studies.sparse_vae_experiments import real as R
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, StepContext
 from priorlab.models.sparse_vae import SparseVAE, gaussian_kl_general

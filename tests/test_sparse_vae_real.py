@@ -11,7 +11,7 @@ import torch
 from torch.distributions import Multinomial
 
 from priorlab.config import ModelParams, OptimParams, Params, ParamsError, SparseVaeRealParams, SparseVaeStudyParams
-from priorlab.experiments import sparse_vae_real as R
+from priorlab.studies.sparse_vae_experiments import real as R
 
 
 def test_foldin_split_partitions_each_users_items():
@@ -131,7 +131,7 @@ def test_beta_is_chosen_on_validation_rows_by_multinomial_nll(tmp_path, monkeypa
     """Table 1's best β-VAE, chosen without the test rows: each grid member is fitted on the training
     rows less the validation rows and the lowest validation NLL wins; _fit_models then fits that β on
     every training row and says so (rows, saved meta); the member scores are what select_beta measured."""
-    from priorlab.experiments import sparse_vae_fit as F
+    from priorlab.studies.sparse_vae_experiments import fit as F
 
     monkeypatch.setattr(F.paths, "CHECKPOINTS", tmp_path / "ckpt")
     monkeypatch.setattr(R.paths, "MODELS", tmp_path / "models")
@@ -165,7 +165,7 @@ def test_both_studies_run_on_tiny_settings(tmp_path, monkeypatch):
     pytest.importorskip("h5py")
     from priorlab.data.movielens import find_movielens
     from priorlab.data.pbmc import find_pbmc
-    from priorlab.experiments import sparse_vae_experiments as E
+    from priorlab.studies.sparse_vae_experiments import report as E
 
     try:
         find_movielens(), find_pbmc()

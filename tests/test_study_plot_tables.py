@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from priorlab.experiments import isa_experiments as ie
-from priorlab.experiments.claims import fmt
-from priorlab.experiments import sparse_vae_experiments as E
+from priorlab.studies.isa_experiments import report as ie
+from priorlab.studies.claims import fmt
+from priorlab.studies.sparse_vae_experiments import report as E
 
 
 def isa_frame() -> pd.DataFrame:
@@ -174,14 +174,14 @@ def test_isa_stage_writes_the_mig_tables(tmp_path, monkeypatch):
 
 
 def test_sparse_vae_stage_writes_the_recovery_table(tmp_path, monkeypatch):
-    import priorlab.experiments.sparse_vae_real
+    import priorlab.studies.sparse_vae_experiments.real
 
     params = cpu_params()
     rows = fake_sparse_rows(params)
     monkeypatch.setattr(E, "OUT", tmp_path)
     monkeypatch.setattr(E, "study_rows", lambda params: (rows, {}))
     monkeypatch.setattr(E, "real_fits", lambda: {})
-    monkeypatch.setattr(priorlab.experiments.sparse_vae_real, "run_real", lambda params, fitted: {"claims": [], "lines": []})
+    monkeypatch.setattr(priorlab.studies.sparse_vae_experiments.real, "run_real", lambda params, fitted: {"claims": [], "lines": []})
     result = E.run_sparse_vae_experiments(params)
     back = np.genfromtxt(tmp_path / "recovery_vs_rho.csv", delimiter=",", names=True)
     header, table = E.recovery_table(E.summarise(rows))

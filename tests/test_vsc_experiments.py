@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from priorlab.data.smiley import sample_smiley
-from priorlab.experiments.vsc_experiments import block_purity, smiley_scores, source_signals, spike_statistics
+from priorlab.studies.vsc_experiments.report import block_purity, smiley_scores, source_signals, spike_statistics
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +56,13 @@ def test_block_purity():
 
 
 def test_run_helpers_select_groups_and_encode_in_batches():
-    """The shared run helpers (``priorlab.experiments.runs``) the experiment modules load runs with."""
+    """The shared run helpers (``priorlab.studies.runs``) the experiment modules load runs with."""
     from pathlib import Path
 
     import torch
 
     from priorlab.config import load_params
-    from priorlab.experiments.runs import group_runs, in_batches
+    from priorlab.studies.runs import group_runs, in_batches
 
     params = load_params(Path(__file__).resolve().parents[1] / "profiles" / "cpu.yaml")
     smiley = group_runs(params, "vsc_experiments/smiley")
@@ -93,7 +93,7 @@ def test_beta_is_chosen_on_its_own_validation_smileys_not_the_test_split():
 
     from priorlab.config import load_params
     from priorlab.data.registry import build_smiley
-    from priorlab.experiments.vsc_experiments import VALIDATION_SIZE, validation_smileys
+    from priorlab.studies.vsc_experiments.report import VALIDATION_SIZE, validation_smileys
 
     params = load_params(Path(__file__).resolve().parents[1] / "profiles" / "tiny.yaml")
     run = "smiley_vsc-vsc_smiley-0"

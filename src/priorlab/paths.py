@@ -56,7 +56,7 @@ def figures_dir(run: str) -> Path:
 
 
 def experiment_dir(name: str) -> Path:
-    """Report folder of the experiment stage ``name`` (stage, module ``priorlab.experiments.<name>``
+    """Report folder of the experiment stage ``name`` (stage, package ``priorlab.studies.<name>``
     and folder share the name); its ``summary.json`` is gathered by the report."""
     return REPORTS / name
 

@@ -88,8 +88,8 @@ def experiment_summaries(root: Path) -> list[tuple[str, dict[str, Any]]]:
 def claims_section(root: Path) -> list[str]:
     """The paper claims of every experiment summary under ``root``, one table per experiment, the
     verdict rule, and every changed criterion with its old and new verdict."""
-    from priorlab.experiments.claims import claims_table
-    from priorlab.experiments.criteria import changes_table
+    from priorlab.studies.claims import claims_table
+    from priorlab.studies.criteria import changes_table
 
     lines, every = [], []
     for name, summary in experiment_summaries(root):
@@ -106,7 +106,7 @@ def claims_section(root: Path) -> list[str]:
             "threshold, **not reproduced** iff wholly on the other side, **inconclusive** otherwise (one run gives "
             "no interval, so it decides nothing), **untestable** when a stated precondition fails (a score at its "
             "noise floor, a ceiling that did not plateau). Criteria and their history: "
-            "`src/priorlab/experiments/criteria.py`; a *not reproduced* is a result, not a bug report. The `paper` "
+            "`src/priorlab/studies/criteria.py`; a *not reproduced* is a result, not a bug report. The `paper` "
             "profile (`make profile PROFILE=paper`, GPU) keeps the papers' settings. Papers 000, 003 and 004 train "
             "every replicate from scratch; the runs of papers 001 and 002 start from their setup's one pretraining "
             "(001: by design, pretraining → prior initialisation → joint training; 002: the spike pre-training, "

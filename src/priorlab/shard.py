@@ -131,7 +131,7 @@ def cell_costs(params) -> dict[str, tuple[str | None, float]]:
     """The study cells of ``params`` (the stages that train a study's models: ``isa_fit@<model>-<seed>``,
     ``sparse_vae_fit@<rho>``, ``sparse_vae_real``, ``mssc_fit@<model>-<bars>``, ``mssc_patches@<model>``), each with the data set stage it reads (None: it
     builds its own data) and its estimated cost (training steps × models × cost per step)."""
-    from priorlab.experiments.isa_fit import cell_name, study_runs
+    from priorlab.studies.isa_experiments.fit import cell_name, study_runs
 
     cells: dict[str, tuple[str | None, float]] = {}
     isa = params.isa_study

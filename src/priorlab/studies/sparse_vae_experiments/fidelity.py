@@ -14,7 +14,7 @@ from typing import Callable
 
 from priorlab.config import Params
 from priorlab.config.models import encoder_input_of, loss_scaling_of
-from priorlab.experiments.claims import md_table
+from priorlab.studies.claims import md_table
 
 Row = tuple[str, str, str, Callable[[Params], str], str]
 """(setting, paper, released code, ours from the params, the option that selects it)."""

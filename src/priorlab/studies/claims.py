@@ -1,9 +1,9 @@
 """A paper's claim as a small statistical object: the effect it measures, its 95 % interval, the
 threshold, and a verdict in {reproduced, not reproduced, inconclusive, untestable}.
 
-Every criterion lives in :mod:`priorlab.experiments.criteria` (text, statistic, threshold, side,
+Every criterion lives in :mod:`priorlab.studies.criteria` (text, statistic, threshold, side,
 precondition, and the history of its changes); the experiment stages measure an
-:class:`~priorlab.experiments.intervals.Estimate` per claim and call :meth:`Criterion.decide`.
+:class:`~priorlab.studies.intervals.Estimate` per claim and call :meth:`Criterion.decide`.
 
 The rule (the same for every claim):
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from priorlab.experiments.intervals import Estimate
+from priorlab.studies.intervals import Estimate
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNTESTABLE = "reproduced", "not reproduced", "inconclusive", "untestable"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNTESTABLE)

@@ -40,10 +40,10 @@ import numpy as np
 from priorlab import paths
 from priorlab.config import Params
 from priorlab.config.models import loss_scaling_of
-from priorlab.experiments.claims import Claim, claims_table, fmt, md_table
-from priorlab.experiments.criteria import criterion
-from priorlab.experiments.intervals import bootstrap
-from priorlab.experiments.sparse_vae_fit import (COLLAPSE_ACTIVE, COLLAPSE_MSE, NAME, PAPER, SUPPORT_FRACTION,  # noqa: F401
+from priorlab.studies.claims import Claim, claims_table, fmt, md_table
+from priorlab.studies.criteria import criterion
+from priorlab.studies.intervals import bootstrap
+from priorlab.studies.sparse_vae_experiments.fit import (COLLAPSE_ACTIVE, COLLAPSE_MSE, NAME, PAPER, SUPPORT_FRACTION,  # noqa: F401
                                                  TITLE, cell_dir, collapsed, deep_row, fit_deep, in_memory,
                                                  linear_rows, match_columns, rho_rows, setup_for,
                                                  support_scores)
@@ -74,7 +74,7 @@ def study_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 def real_fits() -> dict[str, Any]:
     """The ``sparse_vae_real`` stage's rows; a ``UserError`` when it has not run."""
-    from priorlab.experiments.sparse_vae_real import REAL_CELL
+    from priorlab.studies.sparse_vae_experiments.real import REAL_CELL
 
     path = paths.MODELS / NAME / REAL_CELL / "rows.json"
     if not path.is_file():
@@ -220,8 +220,8 @@ def selection_lines(rows: list[dict[str, Any]], fraction: float) -> list[str]:
 def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
     """Aggregate the ``sparse_vae_fit`` cells and the ``sparse_vae_real`` fits into
     ``reports/sparse_vae_experiments/`` (summaries, claims, figures, README, fidelity table)."""
-    from priorlab.experiments.sparse_vae_fidelity import fidelity_markdown
-    from priorlab.experiments.sparse_vae_real import run_real
+    from priorlab.studies.sparse_vae_experiments.fidelity import fidelity_markdown
+    from priorlab.studies.sparse_vae_experiments.real import run_real
 
     study = params.sparse_vae_study
     OUT.mkdir(parents=True, exist_ok=True)

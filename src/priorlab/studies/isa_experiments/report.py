@@ -14,7 +14,7 @@ Figures: MIG vs strength per model (median, min-max over seeds; paper fig. 3), M
 reconstruction (fig. 4), learned ISA exponents sorted per model (fig. 7), and latent-vs-factor
 plots of the representative models (A.5's rule: the run closest, in Mahalanobis distance over
 (MIG, reconstruction), to the mean of the upper half of MIG scores).  The claim is decided by
-:func:`mig_claim` (criterion ``004.isa_mig`` of :mod:`priorlab.experiments.criteria`).
+:func:`mig_claim` (criterion ``004.isa_mig`` of :mod:`priorlab.studies.criteria`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import pandas as pd
 
 from priorlab import paths
 from priorlab.config import Params
-from priorlab.experiments.claims import Claim, claims_table, fmt, md_table
-from priorlab.experiments.criteria import criterion
-from priorlab.experiments.intervals import welch_difference
+from priorlab.studies.claims import Claim, claims_table, fmt, md_table
+from priorlab.studies.criteria import criterion
+from priorlab.studies.intervals import welch_difference
 from priorlab.errors import UserError
-from priorlab.experiments.isa_fit import (SCORES, StudyRun, cell_dir, cell_name, label,  # noqa: F401
+from priorlab.studies.isa_experiments.fit import (SCORES, StudyRun, cell_dir, cell_name, label,  # noqa: F401
                                             study_runs)
 from priorlab.io import read_json, save_figure, write_json
 

@@ -37,11 +37,11 @@ import numpy as np
 import torch
 
 from priorlab.config import ModelParams, Params, SparseVaeRealParams
-from priorlab.experiments.claims import Claim, fmt, md_table
-from priorlab.experiments.criteria import criterion
-from priorlab.experiments.intervals import paired_difference
+from priorlab.studies.claims import Claim, fmt, md_table
+from priorlab.studies.criteria import criterion
+from priorlab.studies.intervals import paired_difference
 from priorlab import paths
-from priorlab.experiments.sparse_vae_fit import NAME, choose_beta, fit_deep, in_memory
+from priorlab.studies.sparse_vae_experiments.fit import NAME, choose_beta, fit_deep, in_memory
 from priorlab.io import write_json, write_json_folder
 from priorlab.models.protocol import ElboModel
 

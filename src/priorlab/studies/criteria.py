@@ -1,6 +1,6 @@
 """Every claim's criterion, in one reviewed place, with the history of its changes.
 
-A criterion is fixed before its numbers exist (:class:`~priorlab.experiments.claims.Criterion`).
+A criterion is fixed before its numbers exist (:class:`~priorlab.studies.claims.Criterion`).
 Changing one means a :class:`Change` entry here: date, the old rule, why, the verdict the old rule
 gave on the numbers of its time, and the new rule's fingerprint.  ``tests/test_criteria.py`` fails
 when a criterion's fingerprint differs from its latest entry, so no rule changes silently; the
@@ -8,7 +8,7 @@ reports show every change with both verdicts.
 
 Conventions shared by every rule below:
 
-* 95 % intervals (:mod:`priorlab.experiments.intervals`); one unit gives no interval, so any claim
+* 95 % intervals (:mod:`priorlab.studies.intervals`); one unit gives no interval, so any claim
   resting on a single run is inconclusive.
 * Orderings of test ELBOs need a minimum effect of ``ELBO_EFFECT`` nats per observation (about the
   seed-to-seed spread of a test ELBO at cpu scale): a smaller gap is not an ordering.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from priorlab.experiments.claims import Criterion, md_table, verdict_text
+from priorlab.studies.claims import Criterion, md_table, verdict_text
 
 ELBO_EFFECT = 0.5  # nats per observation
 CONTRAST_EFFECT = 0.05

@@ -6,7 +6,7 @@ The grid is ``mssc_study`` of the params (:class:`~priorlab.config.MsscStudyPara
 ``models`` entry (kinds ``mssc`` / ``linear_ssc``) on every ``bars`` data set entry (occluding and
 linearly superposed bars), once per seed.  Figures: learned W vs the true bars, the recovery table
 (README), inferred vs true sparsity, patch dictionaries of both models.  The claim is decided by
-:func:`recovery_claims`, whose criteria live in :mod:`priorlab.experiments.criteria`.
+:func:`recovery_claims`, whose criteria live in :mod:`priorlab.studies.criteria`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import numpy as np
 
 from priorlab import paths
 from priorlab.config import Params
-from priorlab.experiments.claims import Claim, claims_table, md_table
-from priorlab.experiments.criteria import criterion
-from priorlab.experiments.intervals import clopper_pearson, newcombe_difference
+from priorlab.studies.claims import Claim, claims_table, md_table
+from priorlab.studies.criteria import criterion
+from priorlab.studies.intervals import clopper_pearson, newcombe_difference
 from priorlab.errors import UserError
-from priorlab.experiments.mssc_fit import NAME, cell_dir
+from priorlab.studies.mssc_experiments.fit import NAME, cell_dir
 from priorlab.io import read_json, save_figure, write_json
 
 TITLE, PAPER = "Max-rule vs linear spike-and-slab sparse coding: bars test and image patches (paper 000)", "000"
@@ -55,7 +55,7 @@ def recovery_table(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
 
 
 def recovery_claims(rows: list[dict], kinds: dict[str, str]) -> list[Claim]:
-    """Criteria ``000.bars_recovery`` and ``000.bars_vs_linear`` (:mod:`priorlab.experiments.criteria`)
+    """Criteria ``000.bars_recovery`` and ``000.bars_vs_linear`` (:mod:`priorlab.studies.criteria`)
     on every occluding-bars entry (e.g. two noise levels): the max-rule model's rate of recovering every
     bar (Clopper–Pearson) and its difference to the linear model's (Newcombe)."""
     table = recovery_table(rows)

@@ -13,7 +13,7 @@ long as a stage process takes to start and load dSprites (≈ 2 s of start-up pe
 * ``metrics/isa_experiments/<model>-<seed>/<beta or gamma>-<strength>.json`` (git): each strength's
   scalar scores, for ``dvc metrics show / diff`` (:func:`cell_metrics`: a row per run, a column per score).
 
-The ``isa_experiments`` stage only aggregates the cells (:func:`priorlab.experiments.isa_experiments.read_rows`).
+The ``isa_experiments`` stage only aggregates the cells (:func:`priorlab.studies.isa_experiments.report.read_rows`).
 """
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""Experiment-level analyses that read several trained runs (one module per paper experiment)."""

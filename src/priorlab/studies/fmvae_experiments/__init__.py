@@ -1,0 +1,1 @@
+"""fmvae_experiments."""

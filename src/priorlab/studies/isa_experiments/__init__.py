@@ -1,0 +1,1 @@
+"""isa_experiments."""

@@ -1,0 +1,1 @@
+"""mssc_experiments."""

@@ -1,0 +1,1 @@
+"""sparse_vae_experiments."""
