@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from priorlab.config import (BetaTCVAEParams, FactorialMixtureParams, FactorVAEParams, LpNestedPriorParams,
-                              ModelParams, SetupParams, VSCParams)
+                             ModelParams, SetupParams, VAEParams, VSCParams)
 from priorlab.io import write_json
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, StepContext
@@ -36,15 +36,15 @@ NETS = {
                         channels=[32, 32, 64]),
 }
 MODELS = {
-    "vae": ModelParams(kind="vae", beta=1.0),
-    "beta_vae": ModelParams(kind="vae", beta=4.0),
+    "vae": VAEParams(kind="vae", beta=1.0),
+    "beta_vae": VAEParams(kind="vae", beta=4.0),
     "vsc": VSCParams(kind="vsc"),  # paper defaults: 20 pseudo-inputs, the A.3 selector
     "beta_tcvae": BetaTCVAEParams(kind="beta_tcvae"),
     "fmvae_k64": FactorialMixtureParams(kind="fmvae", num_components=[64]),  # I = 1, K = 64; SVI in after_step
     "fmvae_i2_k16": FactorialMixtureParams(kind="fmvae", num_factors=2, num_components=[16]),
     # paper 004: ISA-VAE = β-VAE with the Lp-nested prior (10 latents: 5 subspaces of 2, p0 = 2.1, p_l = 2.2;
     # MC KL, exponents learned); FactorVAE: 6 x 1000 discriminator, its update included
-    "isa_vae": ModelParams(kind="vae", beta=4.0, prior=LpNestedPriorParams(subspaces=[[2.2, 2]] * 5, lr=5e-4)),
+    "isa_vae": VAEParams(kind="vae", beta=4.0, prior=LpNestedPriorParams(subspaces=[[2.2, 2]] * 5, lr=5e-4)),
     "factor_vae": FactorVAEParams(kind="factor_vae"),
 }
 """Models compared with ``vae``; later models register here with their default settings."""
@@ -174,7 +174,7 @@ def sparse_vae_step_ratios(gs=SPARSE_VAE_GS, latent_dim: int = 30, hidden: int =
         net = SetupParams(dataset="bench", latent_dim=latent_dim, hidden=[hidden, hidden], likelihood="gaussian")
         x = torch.randn(batch, g_dim, generator=torch.Generator().manual_seed(seed))
         built = {name: _bound_model(spec, net, x) for name, spec in
-                 (("vae", ModelParams(kind="vae")), ("sparse_vae", SparseVAEParams(kind="sparse_vae")))}
+                 (("vae", VAEParams(kind="vae")), ("sparse_vae", SparseVAEParams(kind="sparse_vae")))}
         times: dict[str, list[float]] = {name: [] for name in built}
         for r in range(rounds + 1):  # round 0: warm-up
             for name, (model, opt) in built.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from priorlab.config import ModelParams, SetupParams
+from priorlab.config import SetupParams, VAEParams
 from priorlab.models import build_model
 from priorlab.models.protocol import TrainingSet
 
@@ -16,7 +16,7 @@ def gen(seed: int) -> torch.Generator:
 def tiny_model(latent_dim: int = 3, obs_shape=(1, 8, 8), beta: float = 1.0, seed: int = 0):
     torch.manual_seed(seed)
     setup = SetupParams(dataset="x", latent_dim=latent_dim, hidden=[16])
-    return build_model(setup, ModelParams(kind="vae", beta=beta), obs_shape)
+    return build_model(setup, VAEParams(kind="vae", beta=beta), obs_shape)
 
 
 def tiny_data(n: int = 200, obs_shape=(1, 8, 8), seed: int = 0) -> torch.Tensor:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from priorlab.config import BetaTCVAEParams, ModelParams, ParamsError, SetupParams
+from priorlab.config import BetaTCVAEParams, ParamsError, SetupParams, VAEParams
 from priorlab.models import build_model
 from tests.helpers import tiny_data
 
@@ -76,7 +76,7 @@ def test_mws_gradients_do_not_depend_on_dataset_size():
 
 def test_same_nets_as_the_vae_and_params_checked():
     torch.manual_seed(0)
-    vae = build_model(SETUP, ModelParams(kind="vae"), OBS)
+    vae = build_model(SETUP, VAEParams(kind="vae"), OBS)
     m = tcvae()
     assert [p.shape for p in vae.parameters()] == [p.shape for p in m.parameters()]
     with pytest.raises(ParamsError, match="beta must be 1"):

@@ -1,6 +1,7 @@
 """The data stage's on-disk format: arrays + manifest, integrity checks, preprocessing."""
 
 import copy
+from dataclasses import dataclass
 import re
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def test_every_kind_builds_its_arrays(params, keys):
 
 
 def test_every_params_kind_has_a_builder():
-    assert set(DATASET_PARAMS) == set(DATASET_BUILDERS)
+    assert set(DATASET_PARAMS.values()) == set(DATASET_BUILDERS)
 
 
 def test_generation_is_deterministic_and_seeded():
@@ -147,14 +148,26 @@ def _counts(params, rs):
     return {"x": rs.poisson(3.0, (params.n_train + params.n_test, 7)).astype(np.int64)}
 
 
+@dataclass(frozen=True)
+class FeaturesParams(DatasetParams):
+    """A test-only kind "features"."""
+
+
+@dataclass(frozen=True)
+class CountsParams(DatasetParams):
+    """A test-only kind "counts"."""
+
+
 @pytest.fixture
 def toy_kinds(monkeypatch):
-    monkeypatch.setitem(DATASET_BUILDERS, "features", DatasetBuilder(_features, "vector", version="1", num_classes=3))
-    monkeypatch.setitem(DATASET_BUILDERS, "counts", DatasetBuilder(_counts, "counts", version="2"))
+    for kind, cls, builder in (("features", FeaturesParams, DatasetBuilder(_features, "vector", version="1", num_classes=3)),
+                               ("counts", CountsParams, DatasetBuilder(_counts, "counts", version="2"))):
+        monkeypatch.setitem(DATASET_PARAMS, kind, cls)
+        monkeypatch.setitem(DATASET_BUILDERS, cls, builder)
 
 
 def test_float_vectors_round_trip(tmp_path, toy_kinds):
-    params = DatasetParams(kind="features", n_train=8, n_test=4, seed=1, normalise="l2")
+    params = FeaturesParams(kind="features", n_train=8, n_test=4, seed=1, normalise="l2")
     arrays = build_arrays(params)
     manifest = write_dataset(tmp_path / "f", params, arrays)
     data = load_dataset(tmp_path / "f", normalise=params.normalise)
@@ -171,7 +184,7 @@ def test_float_vectors_round_trip(tmp_path, toy_kinds):
 
 
 def test_integer_counts_round_trip(tmp_path, toy_kinds):
-    params = DatasetParams(kind="counts", n_train=6, n_test=3, seed=2)
+    params = CountsParams(kind="counts", n_train=6, n_test=3, seed=2)
     arrays = build_arrays(params)
     manifest = write_dataset(tmp_path / "c", params, arrays)
     data = load_dataset(tmp_path / "c")
@@ -196,7 +209,7 @@ def test_integer_counts_round_trip(tmp_path, toy_kinds):
     ],
 )
 def test_arrays_that_do_not_fit_the_kind_are_not_written(tmp_path, toy_kinds, change, expected):
-    params = DatasetParams(kind="counts", n_train=6, n_test=3)
+    params = CountsParams(kind="counts", n_train=6, n_test=3)
     arrays = build_arrays(params)
     change(arrays)
     with pytest.raises(ValueError, match=re.escape(expected)):

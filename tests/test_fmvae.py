@@ -16,7 +16,7 @@ import torch
 from scipy import special
 from torch.distributions import Independent, Normal, kl_divergence
 
-from priorlab.config import FactorialMixtureParams, ModelParams, OptimParams, ParamsError, SetupParams, parse_params
+from priorlab.config import FactorialMixtureParams, OptimParams, ParamsError, parse_params, SetupParams, VAEParams
 from priorlab.data.store import Dataset
 from priorlab.models import build_model
 from priorlab.models.estimates import iw_log_likelihood
@@ -126,7 +126,7 @@ def test_one_component_per_factor_is_the_gaussian_vae():
     """K_i = 1 with q(mu, alpha) concentrated at (0, 1): the model's ELBO terms equal the N(0, I) VAE's."""
     fm = fm_model(latent_dim=4, num_factors=2, num_components=[1])
     torch.manual_seed(0)
-    vae = build_model(SetupParams(dataset="x", latent_dim=4, hidden=[16]), ModelParams(kind="vae"), OBS)
+    vae = build_model(SetupParams(dataset="x", latent_dim=4, hidden=[16]), VAEParams(kind="vae"), OBS)
     vae.load_state_dict({k: v for k, v in fm.state_dict().items() if not k.startswith("prior.") and k in vae.state_dict()},
                         strict=False)
     big = torch.full((2, 1, 2), 1e9, dtype=DT)

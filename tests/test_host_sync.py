@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from priorlab.config import (BetaTCVAEParams, FactorialMixtureParams, FactorVAEParams, LpNestedPriorParams,
-                             ModelParams, OptimParams, SetupParams, SparseVAEParams, VSCParams)
+                             OptimParams, SetupParams, SparseVAEParams, VAEParams, VSCParams)
 from priorlab.models import build_model
 from priorlab.models.protocol import TrainingSet
 from priorlab.train import fit
@@ -57,7 +57,7 @@ def _setup(net: str) -> SetupParams:
 
 
 KINDS = {
-    "vae": (ModelParams(kind="vae", beta=4.0), "mlp"),
+    "vae": (VAEParams(kind="vae", beta=4.0), "mlp"),
     "beta_tcvae": (BetaTCVAEParams(kind="beta_tcvae"), "mlp"),
     "vsc": (VSCParams(kind="vsc", n_pseudo_inputs=4, warmup_ramp_steps=20, sharpness_ramp_steps=20), "mlp"),
     "vsc_released_code": (VSCParams(kind="vsc", n_pseudo_inputs=4, preset="released_code", warmup_ramp_steps=20), "mlp"),
@@ -68,7 +68,7 @@ KINDS = {
                                                      supervised_factor="shape", labelled_fraction=0.5, delta=10.0,
                                                      kl_z_weight=5.0, kl_z_weight_steps=10), "mlp"),
     "factor_vae": (FactorVAEParams(kind="factor_vae", discriminator_hidden=[16, 16]), "mlp"),
-    "isa_vae": (ModelParams(kind="vae", prior=LpNestedPriorParams(kind="lp_nested", subspaces=[[2.2, 2], [2.2, 2]])),
+    "isa_vae": (VAEParams(kind="vae", prior=LpNestedPriorParams(kind="lp_nested", subspaces=[[2.2, 2], [2.2, 2]])),
                 "mlp"),
     "isa_tcvae": (BetaTCVAEParams(kind="beta_tcvae", prior=LpNestedPriorParams(kind="lp_nested",
                                                                                  subspaces=[[2.2, 2], [2.2, 2]])), "mlp"),

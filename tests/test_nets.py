@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from priorlab.config import ModelParams, ParamsError, SetupParams
+from priorlab.config import ParamsError, SetupParams, VAEParams
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, StepContext
 from priorlab.nets import build_decoder, build_encoder, build_nets
@@ -43,7 +43,7 @@ def test_a_setup_with_the_cnn_encoder_trains_a_model():
     setup = SetupParams(dataset="mnist", latent_dim=4, encoder="conv3", encoder_channels=[4, 4, 8, 8], hidden=[32])
     encoder, _, _ = build_nets(setup, (1, 28, 28), params_per_dim=2)
     assert isinstance(encoder, StridedConvEncoder)
-    model = build_model(setup, ModelParams(kind="vae"), (1, 28, 28))
+    model = build_model(setup, VAEParams(kind="vae"), (1, 28, 28))
     x = (torch.rand(16, 1, 28, 28) > 0.5).float()
     first = [p.detach().clone() for p in model.parameters()]
     opt = torch.optim.Adam(model.param_groups(1e-2), lr=1e-2)
@@ -97,7 +97,7 @@ def test_a_setup_with_the_cnn_decoder_trains_and_names_its_options():
     setup.check("setups.mnist")
     _, decoder, _ = build_nets(setup, (1, 28, 28), params_per_dim=2)
     assert isinstance(decoder, StridedConvDecoder) and decoder.start == (8, 7, 7)  # 28 -> 28 -> 14 -> 14 -> 7
-    model = build_model(setup, ModelParams(kind="vae"), (1, 28, 28))
+    model = build_model(setup, VAEParams(kind="vae"), (1, 28, 28))
     x = (torch.rand(16, 1, 28, 28) > 0.5).float()
     opt = torch.optim.Adam(model.param_groups(1e-2), lr=1e-2)
     logs = [model.train_step(Batch(x), t, StepContext(opt)) for t in range(5)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from priorlab.config import LpNestedPriorParams, ModelParams, OptimParams, PPCAParams, ParamsError, SetupParams
+from priorlab.config import LpNestedPriorParams, OptimParams, ParamsError, PPCAParams, SetupParams, VAEParams
 from priorlab.models import build_model
 from priorlab.models.ppca import PPCA
 from priorlab.models.protocol import Batch, ElboModel, Generative, Model, StepContext
@@ -20,7 +20,7 @@ LAYOUT = {"p0": 2.1, "subspaces": [[2.2, 2], [1.8, 2]]}
 def isa_vae(lr: float) -> Model:
     torch.manual_seed(0)
     prior = LpNestedPriorParams(p0=LAYOUT["p0"], subspaces=LAYOUT["subspaces"], lr=lr)
-    return build_model(SETUP, ModelParams(kind="vae", beta=1.0, prior=prior), (1, 8, 8))
+    return build_model(SETUP, VAEParams(kind="vae", beta=1.0, prior=prior), (1, 8, 8))
 
 
 def test_a_configured_prior_trains_in_its_own_group_at_its_own_lr(tmp_path):
@@ -43,14 +43,14 @@ def test_a_configured_prior_trains_in_its_own_group_at_its_own_lr(tmp_path):
 
 
 def test_the_default_prior_is_standard_normal_and_beta_zero_is_allowed():
-    model = build_model(SETUP, ModelParams(kind="vae", beta=0.0), (1, 8, 8))
+    model = build_model(SETUP, VAEParams(kind="vae", beta=0.0), (1, 8, 8))
     assert isinstance(model, (Model, ElboModel, Generative)) and model.beta == 0.0
     assert [g["name"] for g in model.param_groups(1e-3)] == ["nets"]
     with pytest.raises(ParamsError, match="beta must be >= 0"):
-        ModelParams(kind="vae", beta=-1.0).check("m")
+        VAEParams(kind="vae", beta=-1.0).check("m")
     with pytest.raises(ParamsError, match="lp_nested: the subspaces hold 4 latents, the setup has 5"):
         build_model(SetupParams(dataset="x", latent_dim=5, hidden=[16]),
-                    ModelParams(kind="vae", prior=LpNestedPriorParams(subspaces=LAYOUT["subspaces"])), (1, 8, 8))
+                    VAEParams(kind="vae", prior=LpNestedPriorParams(subspaces=LAYOUT["subspaces"])), (1, 8, 8))
 
 
 def test_isa_vae_kl_is_the_monte_carlo_estimate_at_the_sampled_z():

@@ -219,9 +219,9 @@ def test_load_pretrained_needs_a_vsc_and_resume_is_bit_identical(tmp_path):
 
 
 def parse_params_model(kind):
-    from priorlab.config import ModelParams
+    from priorlab.config import MODEL_PARAMS
 
-    return ModelParams(kind=kind)
+    return MODEL_PARAMS[kind](kind=kind)
 
 
 def test_params_are_typed_and_validated():

@@ -37,6 +37,7 @@ from priorlab.config.datasets import (  # noqa: F401  (re-exported: the one plac
     MNISTParams,
     MovieLensParams,
     PBMCParams,
+    PBMCQuantileParams,
     SmileyParams,
     SparseSyntheticParams,
 )

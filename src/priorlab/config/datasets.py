@@ -14,9 +14,9 @@ from priorlab.config.checks import ParamsError, _non_negative, _one_of, _positiv
 class DatasetParams:
     """One data set built by the ``data`` stage (a ``datasets:`` entry).
 
-    Data set kinds subclass this with their own settings and register in ``DATASET_PARAMS``; an
-    entry is parsed into the class of its ``kind``.  How each kind is built:
-    :mod:`priorlab.data.registry`.
+    Data set kinds subclass this with their own settings and register their name in
+    ``DATASET_PARAMS`` (the one registry of names); an entry is parsed into the class of its
+    ``kind``.  How each kind is built: :mod:`priorlab.data.registry`, keyed by that class.
     """
 
     kind: str
@@ -152,6 +152,12 @@ class PBMCParams(DatasetParams):
     the training cells); cell types (``bulk_labels``) as class labels, never used in training."""
 
 
+@dataclass(frozen=True)
+class PBMCQuantileParams(PBMCParams):
+    """Kind ``pbmc_quantile``: the settings of ``pbmc``; its own class because it is built into
+    other observations (quantile-normalised floats, not counts)."""
+
+
 DATASET_PARAMS["movielens"] = MovieLensParams
 DATASET_PARAMS["pbmc"] = PBMCParams
-DATASET_PARAMS["pbmc_quantile"] = PBMCParams
+DATASET_PARAMS["pbmc_quantile"] = PBMCQuantileParams

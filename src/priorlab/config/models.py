@@ -15,8 +15,8 @@ from priorlab.config.lp_nested_layout import LpNestedLayout
 class PriorParams:
     """The prior p(z) of the ``vae`` and ``beta_tcvae`` kinds: a tagged union on ``kind``.
 
-    Prior kinds with settings subclass this and register in ``PRIOR_PARAMS`` (their builder in
-    ``priorlab.priors.PRIOR_BUILDERS``).  ``lr`` > 0 trains the prior's parameters in their own
+    Prior kinds with settings subclass this and register their name in ``PRIOR_PARAMS`` (the one
+    registry of names; the builder is keyed by the class in ``priorlab.priors.PRIOR_BUILDERS``).  ``lr`` > 0 trains the prior's parameters in their own
     optimiser group at that learning rate (0: the phase's lr).
     """
 
@@ -91,8 +91,9 @@ class PhaseOverrides:
 class ModelParams:
     """A model: prior + encoder family + objective weights.
 
-    Model kinds with their own settings subclass this and register in
-    ``MODEL_PARAMS``; a ``models:`` entry is parsed into the class of its ``kind``.  ``prior``
+    Model kinds with their own settings subclass this and register their name in
+    ``MODEL_PARAMS`` (the one registry of names; the builder is keyed by the class in
+    ``priorlab.models.MODEL_BUILDERS``); a ``models:`` entry is parsed into the class of its ``kind``.  ``prior``
     is used by the kinds whose prior is configurable (``vae``, ``beta_tcvae``); kinds with their
     own prior (``own_prior``) reject a non-default one.
     """

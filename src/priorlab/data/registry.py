@@ -1,4 +1,4 @@
-"""The data set kinds the ``data`` stage can build: one :class:`DatasetBuilder` per ``kind``.
+"""The data set kinds the ``data`` stage can build: one :class:`DatasetBuilder` per parameter class.
 
 A builder says how to generate the arrays of a data set, what its observations are
 (``"image"``: uint8 ``[C, H, W]``; ``"vector"``: float32 ``[G]``; ``"counts"``: integer
@@ -9,12 +9,13 @@ for data without known factors) and, for classified data, how many classes its l
 Adding a kind ``foo``:
 
 1. in :mod:`priorlab.config`, a frozen dataclass ``FooParams(DatasetParams)`` with only its own
-   settings and their ``check``, registered as ``DATASET_PARAMS["foo"] = FooParams``;
+   settings and their ``check``, registered as ``DATASET_PARAMS["foo"] = FooParams`` (the one
+   registry of kind names);
 2. here, a function ``build_foo(params, rs)`` returning the arrays of all
    ``n_train + n_test`` rows (training rows first): ``x`` and, as the data set has them,
    ``factors`` (int64 ``[N, K]``, with a ``ground_truth``), ``labels`` (int64 ``[N]``, with
    ``num_classes``) or extra per-row arrays; and its entry
-   ``DATASET_BUILDERS["foo"] = DatasetBuilder(build_foo, observation_kind=..., version="1")``.
+   ``DATASET_BUILDERS[FooParams] = DatasetBuilder(build_foo, observation_kind=..., version="1")``.
 
 Bump ``version`` whenever a change alters the arrays a kind builds.
 """
@@ -26,7 +27,10 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from priorlab.config import DatasetParams, DSpritesParams, MNISTParams, SmileyParams
+from priorlab.config import (DATASET_PARAMS, BarsParams, DatasetParams, DSpritesParams, ImagePatchesParams,
+                             MNISTParams, MovieLensParams, PBMCParams, PBMCQuantileParams, SmileyParams,
+                             SparseSyntheticParams)
+from priorlab.config.checks import builder_for
 from priorlab.data.base import GroundTruthData
 from priorlab.errors import DataError
 
@@ -142,14 +146,13 @@ def build_sparse_synthetic(params, rs: np.random.RandomState) -> dict[str, np.nd
     return {"x": x.astype(np.float32), "sources": z}
 
 
-DATASET_BUILDERS: dict[str, DatasetBuilder] = {
-    "smiley": DatasetBuilder(build_smiley, observation_kind="image", version="1", ground_truth=_smiley_data),
-    "dsprites": DatasetBuilder(build_dsprites, observation_kind="image", version="1", ground_truth=_dsprites_data),
-    "mnist": _MNIST_FORMAT,
-    "fashion_mnist": _MNIST_FORMAT,
-    "sparse_synthetic": DatasetBuilder(build_sparse_synthetic, observation_kind="vector", version="1"),
+DATASET_BUILDERS: dict[type[DatasetParams], DatasetBuilder] = {
+    SmileyParams: DatasetBuilder(build_smiley, observation_kind="image", version="1", ground_truth=_smiley_data),
+    DSpritesParams: DatasetBuilder(build_dsprites, observation_kind="image", version="1", ground_truth=_dsprites_data),
+    MNISTParams: _MNIST_FORMAT,  # kinds mnist and fashion_mnist
+    SparseSyntheticParams: DatasetBuilder(build_sparse_synthetic, observation_kind="vector", version="1"),
 }
-"""``kind`` → its builder (the parameter class of a kind is ``priorlab.config.DATASET_PARAMS[kind]``)."""
+"""Parameter class (of ``priorlab.config.DATASET_PARAMS``, which names the kinds) → its builder."""
 
 
 def build_bars(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
@@ -172,8 +175,8 @@ def build_image_patches(params, rs: np.random.RandomState) -> dict[str, np.ndarr
                                 tuple(params.dog_sigmas))}
 
 
-DATASET_BUILDERS["bars"] = DatasetBuilder(build_bars, observation_kind="vector", version="1")
-DATASET_BUILDERS["image_patches"] = DatasetBuilder(build_image_patches, observation_kind="vector", version="1")
+DATASET_BUILDERS[BarsParams] = DatasetBuilder(build_bars, observation_kind="vector", version="1")
+DATASET_BUILDERS[ImagePatchesParams] = DatasetBuilder(build_image_patches, observation_kind="vector", version="1")
 
 
 def _take_rows(kind: str, n_rows: int, params, rs: np.random.RandomState) -> np.ndarray:
@@ -208,15 +211,12 @@ def build_pbmc(params, rs: np.random.RandomState, quantile: bool = False) -> dic
     return {"x": x, "labels": labels}
 
 
-DATASET_BUILDERS["movielens"] = DatasetBuilder(build_movielens, observation_kind="counts", version="1")
-DATASET_BUILDERS["pbmc"] = DatasetBuilder(build_pbmc, observation_kind="counts", version="1", num_classes=10)
-DATASET_BUILDERS["pbmc_quantile"] = DatasetBuilder(lambda p, rs: build_pbmc(p, rs, quantile=True),
+DATASET_BUILDERS[MovieLensParams] = DatasetBuilder(build_movielens, observation_kind="counts", version="1")
+DATASET_BUILDERS[PBMCParams] = DatasetBuilder(build_pbmc, observation_kind="counts", version="1", num_classes=10)
+DATASET_BUILDERS[PBMCQuantileParams] = DatasetBuilder(lambda p, rs: build_pbmc(p, rs, quantile=True),
                                                    observation_kind="vector", version="1", num_classes=10)
 
 
-def dataset_builder(kind: str) -> DatasetBuilder:
-    """The builder of data set ``kind``; a clear error for an unknown kind."""
-    try:
-        return DATASET_BUILDERS[kind]
-    except KeyError:
-        raise ValueError(f"unknown data set kind {kind!r}; allowed: {', '.join(DATASET_BUILDERS)}") from None
+def dataset_builder(params: DatasetParams) -> DatasetBuilder:
+    """The builder of a ``datasets:`` entry; a clear error for an unknown kind or a wrong class."""
+    return builder_for(params, DATASET_PARAMS, DATASET_BUILDERS, "data set")

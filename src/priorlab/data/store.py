@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from priorlab.config import DATASET_PARAMS, DatasetParams
+from priorlab.config import DatasetParams
 from priorlab.data.base import GroundTruthData, as_random_state
 from priorlab.data.registry import DatasetBuilder, dataset_builder
 from priorlab.errors import DataError
@@ -32,24 +32,15 @@ _OBSERVATION_DTYPES = {"image": ("uint8", np.uint8), "vector": ("floating", np.f
                        "counts": ("integer", np.integer)}
 
 
-def _builder(params: DatasetParams) -> DatasetBuilder:
-    """The builder of ``params.kind``, after checking ``params`` is of the kind's parameter class."""
-    builder = dataset_builder(params.kind)
-    cls = DATASET_PARAMS.get(params.kind, DatasetParams)
-    if not isinstance(params, cls):
-        raise TypeError(f"data set kind {params.kind!r} takes {cls.__name__}, got {type(params).__name__}")
-    return builder
-
-
 def ground_truth(params: DatasetParams) -> GroundTruthData | None:
     """The ``GroundTruthData`` that renders observations from factors (None: no ground truth)."""
-    factory = _builder(params).ground_truth
+    factory = dataset_builder(params).ground_truth
     return None if factory is None else factory(params)
 
 
 def build_arrays(params: DatasetParams) -> dict[str, np.ndarray]:
     """Generate the train/test arrays of a data set (deterministic given ``params.seed``)."""
-    arrays = _builder(params).build(params, as_random_state(params.seed))
+    arrays = dataset_builder(params).build(params, as_random_state(params.seed))
     out = {}
     for key, value in arrays.items():
         if len(value) != params.n_train + params.n_test:
@@ -62,7 +53,7 @@ def build_arrays(params: DatasetParams) -> dict[str, np.ndarray]:
 def write_dataset(out_dir: str | Path, params: DatasetParams, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     """Check ``arrays`` against the kind's builder, write ``data.npz`` and its manifest atomically;
     returns the manifest."""
-    builder = _builder(params)
+    builder = dataset_builder(params)
     data = None if builder.ground_truth is None else builder.ground_truth(params)
     _check_arrays(params.kind, builder.observation_kind, arrays, data, builder.num_classes)
     out_dir = Path(out_dir)

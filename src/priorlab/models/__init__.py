@@ -2,7 +2,9 @@
 
 The VAE family is one ``VAE`` class assembled from nets, an encoder family, a
 prior and a likelihood.  :func:`build_model` is the single constructor the
-stages use; new model kinds register a builder in ``MODEL_BUILDERS``.
+stages use.  A model kind's name is registered once, with its parameter class, in
+``config.MODEL_PARAMS``; its builder is found here by that class (``MODEL_BUILDERS``), so a name
+cannot be spelled differently in two registries.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from priorlab.config import ModelParams, SetupParams
-from priorlab.config.models import encoder_input_of, loss_scaling_of
+from priorlab.config import MODEL_PARAMS, ModelParams, SetupParams
+from priorlab.config.checks import builder_for
+from priorlab.config.models import (BetaTCVAEParams, FactorVAEParams, FactorialMixtureParams, PPCAParams,
+                                    SparseCodingModelParams, SparseVAEParams, VAEParams, VSCParams,
+                                    encoder_input_of, loss_scaling_of)
 from priorlab.models.elbo import LossScaling
 from priorlab.models.posterior import GaussianPosterior
 from priorlab.models.protocol import Model
@@ -40,9 +45,6 @@ def _build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...
                scaling=loss_scaling(model, setup, obs_shape))
 
 
-MODEL_BUILDERS: dict[str, Callable[[SetupParams, ModelParams, tuple[int, ...]], Model]] = {"vae": _build_vae}
-
-
 def _build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     """VSC (paper 002) on the setup's nets; the encoder emits μ, log σ², v per latent."""
     from priorlab.models.vsc import VSC, PseudoInputPrior, SpikeSlabPosterior
@@ -69,10 +71,6 @@ def _build_beta_tcvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[i
                      estimator=model.estimator)
 
 
-MODEL_BUILDERS["vsc"] = _build_vsc
-MODEL_BUILDERS["beta_tcvae"] = _build_beta_tcvae
-
-
 def _build_fmvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     """Factorial mixture prior VAE (paper 001) on exactly the VAE's nets."""
     from priorlab.models.fmvae import build_fmvae
@@ -80,17 +78,11 @@ def _build_fmvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, .
     return build_fmvae(setup, model, obs_shape)
 
 
-MODEL_BUILDERS["fmvae"] = _build_fmvae
-
-
 def _build_ppca(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     """Probabilistic PCA by online EM (the setup's nets are not used)."""
     from priorlab.models.ppca import PPCA
 
     return PPCA(obs_shape, setup.latent_dim, tau0=model.tau0, kappa=model.kappa, init_scale=model.init_scale)
-
-
-MODEL_BUILDERS["ppca"] = _build_ppca
 
 
 def _build_factor_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
@@ -104,9 +96,6 @@ def _build_factor_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[i
                      discriminator_betas=tuple(model.discriminator_betas))
 
 
-MODEL_BUILDERS["factor_vae"] = _build_factor_vae
-
-
 def _build_sparse_coding(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     """Spike-and-slab sparse coding (paper 000), max rule (``mssc``) or linear (``linear_ssc``); H = latent_dim."""
     from priorlab.models.mssc import SparseCodingModel
@@ -117,10 +106,6 @@ def _build_sparse_coding(setup: SetupParams, model: ModelParams, obs_shape: tupl
                              anneal_start=model.anneal_start, anneal_iters=model.anneal_iters,
                              safeguard=model.safeguard, nonnegative=model.nonnegative, init_noise=model.init_noise,
                              init_mu_pr=model.init_mu_pr, init_var_pr=model.init_var_pr)
-
-
-MODEL_BUILDERS["mssc"] = _build_sparse_coding
-MODEL_BUILDERS["linear_ssc"] = _build_sparse_coding
 
 
 def _build_sparse_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
@@ -147,14 +132,23 @@ def _build_sparse_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[i
                      scaling=loss_scaling(model, setup, obs_shape))
 
 
-MODEL_BUILDERS["sparse_vae"] = _build_sparse_vae
+MODEL_BUILDERS: dict[type[ModelParams], Callable[[SetupParams, ModelParams, tuple[int, ...]], Model]] = {
+    VAEParams: _build_vae,
+    VSCParams: _build_vsc,
+    BetaTCVAEParams: _build_beta_tcvae,
+    FactorialMixtureParams: _build_fmvae,
+    PPCAParams: _build_ppca,
+    FactorVAEParams: _build_factor_vae,
+    SparseCodingModelParams: _build_sparse_coding,  # kinds mssc and linear_ssc (the rule is a field)
+    SparseVAEParams: _build_sparse_vae,
+}
+"""Parameter class (of ``config.MODEL_PARAMS``) → builder; ``tests/test_protocol.py`` checks every
+class of ``MODEL_PARAMS`` has one."""
 
 
 def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
-    try:
-        builder = MODEL_BUILDERS[model.kind]
-    except KeyError:
-        raise ValueError(f"unknown model kind {model.kind!r}; allowed: {', '.join(MODEL_BUILDERS)}") from None
+    """The model of a ``models:`` entry on a setup's nets (its builder chosen by the entry's class)."""
+    builder = builder_for(model, MODEL_PARAMS, MODEL_BUILDERS, "model")
     return builder(setup, model, tuple(obs_shape))
 
 

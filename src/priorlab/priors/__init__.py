@@ -7,17 +7,20 @@ groups (:class:`~priorlab.priors.base.Prior`).
 
 The priors a ``vae`` / ``beta_tcvae`` model can be configured with
 (``models.<name>.prior: {kind: ...}``) are built by :data:`PRIOR_BUILDERS`;
-adding one is a ``PriorParams`` subclass in ``config.PRIOR_PARAMS`` and a
-builder here.
+adding one is a ``PriorParams`` subclass registered under its name in
+``config.PRIOR_PARAMS`` (the one registry of names) and its builder here, keyed by
+that class.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from priorlab.config import PriorParams
+from priorlab.config import PRIOR_PARAMS, LpNestedPriorParams, PriorParams
+from priorlab.config.checks import builder_for
 from priorlab.priors.base import Prior
 from priorlab.priors.standard_normal import StandardNormalPrior
+
 
 def _lp_nested(spec: PriorParams, latent_dim: int) -> Prior:
     from priorlab.config import ParamsError
@@ -29,19 +32,15 @@ def _lp_nested(spec: PriorParams, latent_dim: int) -> Prior:
     return prior
 
 
-PRIOR_BUILDERS: dict[str, Callable[[PriorParams, int], Prior]] = {
-    "standard_normal": lambda spec, latent_dim: StandardNormalPrior(latent_dim),
-    "lp_nested": _lp_nested,
+PRIOR_BUILDERS: dict[type[PriorParams], Callable[[PriorParams, int], Prior]] = {
+    PriorParams: lambda spec, latent_dim: StandardNormalPrior(latent_dim),  # kind standard_normal
+    LpNestedPriorParams: _lp_nested,
 }
-"""Prior ``kind`` → builder from its params and the latent size."""
+"""Parameter class (of ``config.PRIOR_PARAMS``) → builder from its params and the latent size."""
 
 
 def build_prior(spec: PriorParams, latent_dim: int) -> Prior:
-    try:
-        builder = PRIOR_BUILDERS[spec.kind]
-    except KeyError:
-        raise ValueError(f"unknown prior kind {spec.kind!r}; allowed: {', '.join(PRIOR_BUILDERS)}") from None
-    return builder(spec, latent_dim)
+    return builder_for(spec, PRIOR_PARAMS, PRIOR_BUILDERS, "prior")(spec, latent_dim)
 
 
 __all__ = ["PRIOR_BUILDERS", "Prior", "StandardNormalPrior", "build_prior"]
