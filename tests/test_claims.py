@@ -7,18 +7,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from priorlab.studies.fmvae_experiments import report as fmvae_experiments
-
-from priorlab.studies import intervals
-
-from priorlab.studies.vsc_experiments import report as vsc_experiments
+from priorlab.studies import fmvae_experiments, intervals, vsc_experiments
 from priorlab.studies.claims import (INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, UNTESTABLE, Criterion,
                                          claims_table, combine_all, combine_at_least, decide, md_table)
 from priorlab.studies.criteria import CRITERIA
-from priorlab.studies.fmvae_experiments.report import elbo_vs_k_claims, elbo_vs_k_frame, semi_supervised_claims
+from priorlab.studies.fmvae_experiments.aggregate import GROUPS as FMVAE_GROUPS, elbo_vs_k_frame
+from priorlab.studies.fmvae_experiments.claims import elbo_vs_k_claims, semi_supervised_claims
 from priorlab.studies.intervals import (Estimate, accuracy, bootstrap, clopper_pearson, mean_t,
                                             newcombe_difference, paired_difference, ratio, welch_difference)
-from priorlab.studies.vsc_experiments.report import vsc_claims
+from priorlab.studies.vsc_experiments.claims import vsc_claims
 from priorlab.io import write_json
 from priorlab.report import claims_section
 
@@ -194,7 +191,7 @@ def _elbo_runs(gain: float, seeds: int = 3) -> list[dict]:
     for s in range(seeds):
         for i, k in enumerate((1, 4, 16, 64)):
             e = -110 + gain * min(i, 2) + 0.05 * s  # rises over the first two doublings, then flat
-            rows.append({"run": f"k{k}-{s}", "group": fmvae_experiments.GROUPS["elbo_vs_k"], "seed": s,
+            rows.append({"run": f"k{k}-{s}", "group": FMVAE_GROUPS["elbo_vs_k"], "seed": s,
                          "test": {"elbo": e, "log_lik": e - 1, "kl": 1.0, "iw_log_likelihood": e + 1},
                          "model_extras": {"num_components": [k], "kl_z": 10.0 - i - 0.01 * s,
                                           "kl_r": 0.5 * i + 0.01 * s, "components_used": [k]}})

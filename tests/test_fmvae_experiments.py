@@ -10,7 +10,8 @@ import torch
 from priorlab.models.protocol import TrainingSet
 
 from priorlab.config import FactorialMixtureParams, SetupParams
-from priorlab.studies.fmvae_experiments.report import conditional_grid, elbo_vs_k_claims, factorial_grid, top_components
+from priorlab.studies.fmvae_experiments.claims import elbo_vs_k_claims
+from priorlab.studies.fmvae_experiments.scores import conditional_grid, factorial_grid, top_components
 from priorlab.models import build_model
 
 

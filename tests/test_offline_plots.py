@@ -148,15 +148,16 @@ def test_vsc_elbo_data_plots_hold_the_mean_test_elbo_per_prior_strength(tmp_path
     """``elbo_vs_alpha.csv`` / ``elbo_vs_beta.csv`` (paper 002, fig. 1) from the committed cpu metrics."""
     from priorlab.config import load_params
     from priorlab.studies import runs
-    from priorlab.studies.vsc_experiments import report as vsc_experiments
     from priorlab.io import read_json
+    from priorlab.studies.vsc_experiments import report as vsc_experiments
+    from priorlab.studies.vsc_experiments.aggregate import ELBO_GROUP
 
     params = load_params(ROOT / "profiles" / "cpu.yaml")
     monkeypatch.setattr(runs, "is_trained", lambda params, run: True)  # metrics are in git, models are not
     monkeypatch.chdir(ROOT)
     vsc_experiments.elbo_experiment(params, tmp_path)
     expected: dict[tuple[str, float], list[float]] = {}
-    for run in runs.group_runs(params, vsc_experiments.ELBO_GROUP):
+    for run in runs.group_runs(params, ELBO_GROUP):
         spec = params.models[params.run(run).model]
         key = ("alpha", spec.alpha) if spec.kind == "vsc" else ("beta", spec.beta)
         expected.setdefault(key, []).append(read_json(runs.metrics_file(params, run))["elbo"])

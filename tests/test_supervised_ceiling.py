@@ -10,7 +10,8 @@ import torch
 import yaml
 
 from priorlab.config import ParamsError, SupervisedCeilingParams, load_params, parse_params
-from priorlab.studies.fmvae_experiments.report import semi_supervised_entry, semi_supervised_table
+from priorlab.studies.fmvae_experiments.aggregate import semi_supervised_entry
+from priorlab.studies.fmvae_experiments.report import semi_supervised_table
 from priorlab.studies.fmvae_experiments.supervised_ceiling import relative_verdict, should_stop, train_classifier
 from priorlab.nets import build_encoder
 

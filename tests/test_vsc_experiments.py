@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from priorlab.data.smiley import sample_smiley
-from priorlab.studies.vsc_experiments.report import block_purity, smiley_scores, source_signals, spike_statistics
+from priorlab.studies.vsc_experiments.scores import block_purity, smiley_scores, source_signals, spike_statistics
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_beta_is_chosen_on_its_own_validation_smileys_not_the_test_split():
 
     from priorlab.config import load_params
     from priorlab.data.registry import build_smiley
-    from priorlab.studies.vsc_experiments.report import VALIDATION_SIZE, validation_smileys
+    from priorlab.studies.vsc_experiments.aggregate import VALIDATION_SIZE, validation_smileys
 
     params = load_params(Path(__file__).resolve().parents[1] / "profiles" / "tiny.yaml")
     run = "smiley_vsc-vsc_smiley-0"
