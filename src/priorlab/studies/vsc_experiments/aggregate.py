@@ -47,8 +47,6 @@ def validation_smileys(params: Params, run: str) -> tuple[np.ndarray, np.ndarray
     return images, presence, sources
 
 
-
-
 def smiley_results(params: Params, test_sets: dict[str, tuple]) -> tuple[dict[str, dict], dict[int, str], int]:
     """Fig. 3 / 9: the scores of every trained ``vsc_experiments/smiley`` run on the fresh test split and on
     each of ``test_sets`` (name -> (images, presence, sources)), the β-VAE model chosen per latent size on
@@ -76,8 +74,6 @@ def smiley_results(params: Params, test_sets: dict[str, tuple]) -> tuple[dict[st
                 spike_probabilities(model, data.prepare(torch.as_tensor(sets["fresh"][0][:, None]))))
         for name, (images, presence, sources) in sets.items():
             x = data.prepare(torch.as_tensor(np.asarray(images)[:, None]))
-            # presence-aware DCI (22 classifiers) on the fresh split only: on the authors' set the
-            # correlation summaries and MIG (the paper's figure is a correlation matrix)
             # presence-aware DCI (22 classifiers, the stage's largest cost; no claim uses it) on the fresh
             # split of the first seed's runs only: on the authors' set the correlation summaries and MIG
             wanted = tuple(m for m in ev.presence_aware()
