@@ -11,7 +11,11 @@ import pytest
 import yaml
 
 from priorlab.config import ParamsError, parse_params
-from priorlab.studies.isa_experiments import report as ie
+from priorlab.errors import UserError
+from priorlab.studies.isa_experiments.aggregate import results_table, study_frame
+from priorlab.studies.isa_experiments.claims import CLAIM_SCORE, mig_claim, representative, representatives
+from priorlab.studies.isa_experiments.fit import SCORES, label, study_runs
+from priorlab.studies.isa_experiments.report import run_isa_experiments
 from priorlab.metric_registry import METRICS, SampledFactors
 from priorlab.metrics import mig
 
@@ -34,13 +38,13 @@ def raw_params(steps: int = 30) -> dict:
 
 
 def test_grid_sets_beta_tc_weight_or_gamma_by_kind():
-    runs = ie.study_runs(parse_params(raw_params()))
+    runs = study_runs(parse_params(raw_params()))
     assert [r.name for r in runs] == ["bvae-1-0", "bvae-2-0", "isa-1-0", "isa-2-0", "tc-1-0", "tc-2-0", "fvae-3-0"]
     by = {r.name: r.spec for r in runs}
     assert by["isa-2-0"].beta == 2.0 and by["isa-2-0"].prior.kind == "lp_nested"
     assert by["tc-2-0"].tc_weight == 2.0 and by["tc-2-0"].beta == 1.0  # (ISA-)β-TCVAE: β weights the TC term
     assert by["fvae-3-0"].gamma == 3.0 and by["fvae-3-0"].beta == 1.0
-    assert [ie.label(by[n]) for n in ("bvae-1-0", "isa-1-0", "tc-1-0", "fvae-3-0")] == [
+    assert [label(by[n]) for n in ("bvae-1-0", "isa-1-0", "tc-1-0", "fvae-3-0")] == [
         "β-VAE", "ISA-VAE", "ISA-β-TCVAE", "FactorVAE"]
 
 
@@ -61,24 +65,24 @@ def frame(isa: dict, bvae: dict, seeds: int = 3, floor: float = 0.005) -> pd.Dat
     rows = []
     for lab, migs in (("ISA-VAE", isa), ("β-VAE", bvae)):
         for b, m in migs.items():
-            rows += [{"label": lab, "strength": b, "seed": s, ie.CLAIM_SCORE: m + 0.001 * s,
+            rows += [{"label": lab, "strength": b, "seed": s, CLAIM_SCORE: m + 0.001 * s,
                       "chen_floor": floor + 0.001 * s} for s in range(seeds)]
     return pd.DataFrame(rows)
 
 
 def test_claim_criterion():
     R, N, I, U = "reproduced", "not reproduced", "inconclusive", "untestable"
-    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).verdict == R
-    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.285}, {1.0: 0.14, 2.0: 0.28})).verdict == N  # a tie at β = 2
-    assert ie.mig_claim(frame({1.0: 0.10, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).verdict == N
-    assert ie.mig_claim(frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28}, seeds=1)).verdict == I  # one seed
+    assert mig_claim(frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).verdict == R
+    assert mig_claim(frame({1.0: 0.20, 2.0: 0.285}, {1.0: 0.14, 2.0: 0.28})).verdict == N  # a tie at β = 2
+    assert mig_claim(frame({1.0: 0.10, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28})).verdict == N
+    assert mig_claim(frame({1.0: 0.20, 2.0: 0.41}, {1.0: 0.14, 2.0: 0.28}, seeds=1)).verdict == I  # one seed
     # small scores are decided when the measured floor is lower still ...
-    low = ie.mig_claim(frame({1.0: 0.05, 2.0: 0.06}, {1.0: 0.01, 2.0: 0.02}, floor=0.002))
+    low = mig_claim(frame({1.0: 0.05, 2.0: 0.06}, {1.0: 0.01, 2.0: 0.02}, floor=0.002))
     assert low.verdict == R and "noise floor 0.004" in low.measured
     # ... and untestable when, at some β, both medians sit at or below it (the largest floor there)
-    near_zero = ie.mig_claim(frame({1.0: 0.03, 2.0: 0.06}, {1.0: 0.01, 2.0: 0.02}, floor=0.03))
+    near_zero = mig_claim(frame({1.0: 0.03, 2.0: 0.06}, {1.0: 0.01, 2.0: 0.02}, floor=0.03))
     assert near_zero.verdict == U and "β=1" in near_zero.reason and "β=2" not in near_zero.reason
-    missing = ie.mig_claim(frame({1.0: 0.3}, {1.0: 0.1}))  # no β = 2 runs
+    missing = mig_claim(frame({1.0: 0.3}, {1.0: 0.1}))  # no β = 2 runs
     assert missing.verdict == I and "β = 2" in missing.measured
 
 
@@ -88,17 +92,17 @@ def test_representatives_sit_beside_the_median_per_claim_beta():
     f = pd.concat([f, f.iloc[:3].assign(label="FactorVAE", kind="factor_vae")], ignore_index=True)  # γ = 1: not a β
     f["run"] = [f"r{i}" for i in range(len(f))]
     f["recon_log_lik"] = -30.0 - np.arange(len(f)) % 3
-    reps = ie.representatives(f)
+    reps = representatives(f)
     assert len(reps) == 4 and set(reps["model"]) == {"ISA-VAE", "β-VAE"}
     row = reps[(reps["model"] == "ISA-VAE") & (reps["β / γ"] == 2.0)].iloc[0]
-    assert row[f"{ie.CLAIM_SCORE} (median)"] == pytest.approx(0.411)
-    assert row[f"{ie.CLAIM_SCORE} (representative)"] in (pytest.approx(0.411), pytest.approx(0.412))
+    assert row[f"{CLAIM_SCORE} (median)"] == pytest.approx(0.411)
+    assert row[f"{CLAIM_SCORE} (representative)"] in (pytest.approx(0.411), pytest.approx(0.412))
 
 
 def test_representative_is_the_upper_half_run_nearest_its_mean():
     f = pd.DataFrame({"run": list("abcdef"), "mig": [0.0, 0.05, 0.4, 0.5, 0.6, 0.1],
                       "recon_log_lik": [-30, -31, -40, -41, -42, -29]})
-    assert ie.representative(f)["run"] == "d"  # upper half: c, d, e; d sits at their mean
+    assert representative(f)["run"] == "d"  # upper half: c, d, e; d sits at their mean
 
 
 def test_mig_without_shape_is_mig_over_the_other_factors():
@@ -129,8 +133,8 @@ def test_cells_train_and_score_and_the_study_aggregates_them(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     params = parse_params(copy.deepcopy(raw))
     run_data(params, "dsprites")
-    with pytest.raises(ie.UserError, match="isa_fit@bvae-0 has not run"):
-        ie.run_isa_experiments(params)
+    with pytest.raises(UserError, match="isa_fit@bvae-0 has not run"):
+        run_isa_experiments(params)
     with pytest.raises(ParamsError, match="no cell 'bvae-7'"):
         isa_fit.run_isa_fit(params, "bvae", "7")
     for model in ("bvae", "isa", "fvae"):
@@ -141,7 +145,7 @@ def test_cells_train_and_score_and_the_study_aggregates_them(tmp_path, monkeypat
     assert sorted(p.name for p in mdir.iterdir()) == ["beta-1.json", "beta-2.json"]  # a file per strength
     metrics = yaml.safe_load((mdir / "beta-1.json").read_text())
     assert set(metrics) >= {"mig", "mig_no_shape", "chen_mig_no_shape", "chen_floor"}
-    summary = ie.run_isa_experiments(params)
+    summary = run_isa_experiments(params)
     assert summary["paper"] == "004" and summary["title"] and len(summary["claims"]) == 1
     assert summary["device"] == "cpu"
     assert [r["run"] for r in summary["runs"]] == ["bvae-1-0", "bvae-2-0", "isa-1-0", "isa-2-0", "fvae-3-0"]
@@ -162,7 +166,7 @@ def test_cells_train_and_score_and_the_study_aggregates_them(tmp_path, monkeypat
 
     shutil.rmtree(tmp_path / ".checkpoints", ignore_errors=True)
     isa_fit.run_isa_fit(parse_params(copy.deepcopy(raw)), "isa", "0")
-    again = ie.run_isa_experiments(parse_params(copy.deepcopy(raw)))
+    again = run_isa_experiments(parse_params(copy.deepcopy(raw)))
     assert [r["mig"] for r in again["runs"]] == [r["mig"] for r in summary["runs"]]
 
 
@@ -171,9 +175,9 @@ def test_results_csv_is_the_same_for_a_fresh_and_a_read_back_row():
 
     row = {"run": "isa_vae-1-0", "model": "isa_vae", "label": "ISA-VAE", "kind": "vae", "strength": 1.0, "seed": 0,
            "train_s": 3.0, "eval_s": 1.0, "exponents": {"p0": 2.1}, "model_params": {}, "metrics": {},
-           "responses": [], **{k: 0.1 * i for i, k in enumerate(ie.SCORES)}}
+           "responses": [], **{k: 0.1 * i for i, k in enumerate(SCORES)}}
     cached = json.loads(json.dumps(row, sort_keys=True))  # what the cell's rows.json gives back (write_json sorts)
     assert list(cached) != list(row)
-    fresh_csv = ie.results_table(ie.study_frame([row])).to_csv(index=False)
-    assert ie.results_table(ie.study_frame([cached])).to_csv(index=False) == fresh_csv
-    assert fresh_csv.splitlines()[0] == "run,model,label,kind,strength,seed," + ",".join(ie.SCORES)
+    fresh_csv = results_table(study_frame([row])).to_csv(index=False)
+    assert results_table(study_frame([cached])).to_csv(index=False) == fresh_csv
+    assert fresh_csv.splitlines()[0] == "run,model,label,kind,strength,seed," + ",".join(SCORES)

@@ -16,7 +16,10 @@ import yaml
 from priorlab.config import (BarsParams, ImagePatchesParams, OptimParams, ParamsError, SetupParams,
                              SparseCodingModelParams, parse_params)
 from priorlab.data.store import build_arrays, load_dataset, write_dataset
-from priorlab.studies.mssc_experiments import report as mx
+from priorlab.errors import UserError
+from priorlab.studies.mssc_experiments.aggregate import recovery_table
+from priorlab.studies.mssc_experiments.claims import recovery_claims
+from priorlab.studies.mssc_experiments.report import run_mssc_experiments
 from priorlab.studies.mssc_experiments import fit as mf
 from priorlab.io import load_torch
 from priorlab.models import build_model
@@ -163,20 +166,20 @@ def test_recovery_table_and_claim_logic():
 
     kinds = {"m": "mssc", "l": "linear_ssc"}
     rows = [row("m", "occlusion", s != 0, s) for s in range(10)] + [row("l", "occlusion", s < 5, s) for s in range(10)]
-    table = mx.recovery_table(rows)
+    table = recovery_table(rows)
     assert table[("m", "b_occlusion")]["rate"] == 0.9 and table[("l", "b_occlusion")]["mean_bars"] == 9.0
     assert table[("m", "b_occlusion")]["sigma2"] == 0.0025
-    v = {c.key.split("/")[0]: c.verdict for c in mx.recovery_claims(rows, kinds)}
+    v = {c.key.split("/")[0]: c.verdict for c in recovery_claims(rows, kinds)}
     assert v == {"000.bars_recovery": "inconclusive", "000.bars_vs_linear": "inconclusive"}  # 9 / 10: too few seeds
     rows = [row("m", "occlusion", True, s) for s in range(40)] + [row("l", "occlusion", s < 10, s) for s in range(40)]
-    v = {c.key.split("/")[0]: c.verdict for c in mx.recovery_claims(rows, kinds)}
+    v = {c.key.split("/")[0]: c.verdict for c in recovery_claims(rows, kinds)}
     assert v == {"000.bars_recovery": "reproduced", "000.bars_vs_linear": "reproduced"}  # 40 / 40 vs 10 / 40
     rows = [row("m", "occlusion", s < 20, s) for s in range(40)] + [row("l", "occlusion", s < 20, s) for s in range(40)]
-    v = {c.key.split("/")[0]: c.verdict for c in mx.recovery_claims(rows, kinds)}
+    v = {c.key.split("/")[0]: c.verdict for c in recovery_claims(rows, kinds)}
     assert v == {"000.bars_recovery": "not reproduced", "000.bars_vs_linear": "inconclusive"}
-    assert [c.key for c in mx.recovery_claims(rows[:40], kinds)] == ["000.bars_recovery/b_occlusion"]  # no linear
+    assert [c.key for c in recovery_claims(rows[:40], kinds)] == ["000.bars_recovery/b_occlusion"]  # no linear
     noisy = [dict(r, bars="b_noisy") for r in rows]  # a second occluding-bars entry: its own pair of claims
-    assert len(mx.recovery_claims(rows + noisy, kinds)) == 4
+    assert len(recovery_claims(rows + noisy, kinds)) == 4
     assert mf.sparsity_by_count(np.array([0, 1, 1, 2]), np.array([0.0, 1.0, 2.0, 2.0])) == {"0": 0.0, "1": 1.5, "2": 2.0}
 
 
@@ -190,23 +193,23 @@ def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, mo
                 "mssc_study": {"bars": ["bo"], "models": ["sc", "lin"], "seeds": [0, 1], "iterations": 15}})
     params = parse_params(raw)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(mx.UserError, match="mssc_fit@sc-bo has not run"):
-        mx.run_mssc_experiments(params, tmp_path / "out")
+    with pytest.raises(UserError, match="mssc_fit@sc-bo has not run"):
+        run_mssc_experiments(params, tmp_path / "out")
     with pytest.raises(ParamsError, match="no cell nope-bo"):
         mf.run_mssc_fit(params, "nope", "bo")
     with pytest.raises(ParamsError, match="no cell sc-b2"):
         mf.run_mssc_fit(params, "sc", "b2")
     for model in ("sc", "lin"):  # the mssc_fit stages
         mf.run_mssc_fit(params, model, "bo")
-    with pytest.raises(mx.UserError, match="mssc_patches@sc has not run"):
-        mx.run_mssc_experiments(params, tmp_path / "out")
+    with pytest.raises(UserError, match="mssc_patches@sc has not run"):
+        run_mssc_experiments(params, tmp_path / "out")
     for model in ("sc", "lin"):  # the mssc_patches stages (no patches entry here: they record none)
         mf.run_mssc_patches(params, model)
     cell = tmp_path / "models" / "mssc_experiments" / "sc"
     assert sorted(p.name for p in (cell / "bo").iterdir()) == ["0.pt", "1.pt", "rows.json"]
     assert sorted(p.name for p in (cell / "patches").iterdir()) == ["rows.json"]
     assert not list((tmp_path / "models" / "mssc_experiments").glob("*/*.tmp"))
-    s = mx.run_mssc_experiments(params, tmp_path / "out")
+    s = run_mssc_experiments(params, tmp_path / "out")
     assert s["paper"] == "000" and len(s["runs"]) == 4 and len(s["claims"]) == 2
     assert [(r["model"], r["seed"]) for r in s["runs"]] == [("sc", 0), ("sc", 1), ("lin", 0), ("lin", 1)]
     assert all(r["n_recovered"] >= 5 for r in s["runs"] if r["model"] == "sc")  # R = 3: 6 bars
@@ -214,7 +217,7 @@ def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, mo
     assert "Bars recovery" in (tmp_path / "out" / "README.md").read_text()
     # a cell run again (a fresh stage process would be the same): the same rows
     mf.run_mssc_fit(params, "sc", "bo")
-    assert mx.run_mssc_experiments(params, tmp_path / "again")["runs"] == s["runs"]
+    assert run_mssc_experiments(params, tmp_path / "again")["runs"] == s["runs"]
 
 
 def test_the_iterations_curve_tool_runs_the_cells_code(tmp_path):

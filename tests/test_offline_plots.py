@@ -125,13 +125,14 @@ def test_study_data_plots_name_the_columns_their_stages_write(profile):
     """The columns of the paper 003 / 004 data plots against what their writers make of the profile's
     study grid (the files themselves appear with the next full run)."""
     from priorlab.config import load_params
-    from priorlab.studies.isa_experiments import report as ie
+    from priorlab.studies import isa_experiments
+    from priorlab.studies.isa_experiments.aggregate import strength_tables, study_frame
     from priorlab.studies.sparse_vae_experiments import report as E
     from tests.test_study_plot_tables import fake_isa_rows, fake_sparse_rows
 
     params = load_params(ROOT / "profiles" / f"{profile}.yaml")
-    headers = {f"reports/{ie.NAME}/{name}": list(t.columns)
-               for name, t in ie.strength_tables(ie.study_frame(fake_isa_rows(params))).items()}
+    headers = {f"reports/{isa_experiments.NAME}/{name}": list(t.columns)
+               for name, t in strength_tables(study_frame(fake_isa_rows(params))).items()}
     headers[f"reports/{E.NAME}/recovery_vs_rho.csv"] = E.recovery_table(E.summarise(fake_sparse_rows(params)))[0]
     plotted = set()
     for plot_id, props in plot_definitions():

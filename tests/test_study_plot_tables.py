@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from priorlab.studies.isa_experiments import report as ie
+from priorlab.studies.isa_experiments import aggregate as ia, claims as ic, fit as isa_fit, report as ir
 from priorlab.studies.claims import fmt
 from priorlab.studies.sparse_vae_experiments import report as E
 
@@ -30,7 +30,7 @@ def isa_frame() -> pd.DataFrame:
 
 
 def test_mig_tables_hold_the_median_over_seeds_per_strength_and_model():
-    tables = ie.strength_tables(isa_frame())
+    tables = ia.strength_tables(isa_frame())
     assert list(tables) == ["mig_vs_beta.csv", "mig_vs_gamma.csv"]
     beta, gamma = tables["mig_vs_beta.csv"], tables["mig_vs_gamma.csv"]
     assert list(beta.columns) == ["beta", "chen_mig_no_shape_bvae", "chen_mig_no_shape_isa", "mig_bvae", "mig_isa",
@@ -49,10 +49,10 @@ def test_mig_tables_agree_with_the_claims_median(tmp_path):
     frame = isa_frame()
     frame.loc[frame["model"] == "bvae", "label"] = "β-VAE"
     frame.loc[frame["model"] == "isa", "label"] = "ISA-VAE"
-    beta = ie.strength_tables(frame)["mig_vs_beta.csv"].set_index("beta")
-    measured = ie.mig_claim(frame).measured
-    score = ie.CLAIM_SCORE
-    for b in ie.CLAIM_BETAS:
+    beta = ia.strength_tables(frame)["mig_vs_beta.csv"].set_index("beta")
+    measured = ic.mig_claim(frame).measured
+    score = ic.CLAIM_SCORE
+    for b in ic.CLAIM_BETAS:
         runs = {m: frame[(frame["model"] == m) & (frame["strength"] == b)][score].to_numpy() for m in ("isa", "bvae")}
         assert f"β={b:g}: ISA {fmt(runs['isa'])} vs β-VAE {fmt(runs['bvae'])}" in measured  # the claim's units
         assert beta.loc[b, f"{score}_isa"] == np.median(runs["isa"])
@@ -63,13 +63,13 @@ def test_mig_tables_skip_an_empty_grid_and_keep_missing_scores_missing(tmp_path)
     frame = isa_frame()
     frame = frame[frame["kind"] != "factor_vae"].astype({"mig": object}).reset_index(drop=True)
     frame.loc[(frame["model"] == "isa") & (frame["strength"] == 4.0), "mig"] = None  # a score that failed
-    written = ie.write_strength_tables(frame, tmp_path)
+    written = ia.write_strength_tables(frame, tmp_path)
     assert written == [tmp_path / "mig_vs_beta.csv"] and not (tmp_path / "mig_vs_gamma.csv").exists()
     back = pd.read_csv(written[0])
     assert back.columns[0] == "beta" and len(back) == 3
     assert back["mig_isa"].isna().tolist() == [False, False, True]
-    np.testing.assert_allclose(back["mig_bvae"], ie.strength_tables(frame)["mig_vs_beta.csv"]["mig_bvae"], rtol=1e-9)
-    assert ie.strength_tables(ie.study_frame([])) == {}
+    np.testing.assert_allclose(back["mig_bvae"], ia.strength_tables(frame)["mig_vs_beta.csv"]["mig_bvae"], rtol=1e-9)
+    assert ia.strength_tables(ia.study_frame([])) == {}
 
 
 def sparse_rows() -> list[dict]:
@@ -121,9 +121,9 @@ def fake_isa_rows(params) -> list[dict]:
     """Rows as :func:`isa_fit.train_and_score` returns them, for every run of the study grid."""
     rng = np.random.default_rng(4)
     rows = []
-    for run in ie.study_runs(params):
+    for run in isa_fit.study_runs(params):
         mig = float(rng.uniform(0, 0.5))
-        rows.append({"run": run.name, "model": run.model, "label": ie.label(run.spec), "kind": run.spec.kind,
+        rows.append({"run": run.name, "model": run.model, "label": isa_fit.label(run.spec), "kind": run.spec.kind,
                      "strength": run.strength, "seed": run.seed, "train_s": 1.0, "eval_s": 1.0, "exponents": None,
                      "model_params": {}, "metrics": {"versions": {}}, "responses": [rng.normal(size=(3, 4)).tolist()] * 2,
                      "mig": mig, "mig_no_shape": mig / 2, "dci_d": 0.1, "factor_vae_score": 0.5, "beta_vae_score": 0.5,
@@ -163,10 +163,10 @@ def test_isa_stage_writes_the_mig_tables(tmp_path, monkeypatch):
 
     params = cpu_params()
     rows = {r["run"]: r for r in fake_isa_rows(params)}
-    monkeypatch.setattr(ie, "read_rows", lambda params: ([rows[r.name] for r in ie.study_runs(params)], ["cpu"]))
+    monkeypatch.setattr(ir, "read_rows", lambda params: ([rows[r.name] for r in isa_fit.study_runs(params)], ["cpu"]))
     monkeypatch.setattr(priorlab.data.store, "ground_truth", lambda name: type("GT", (), {"factor_names": ("a", "b")}))
-    ie.run_isa_experiments(params, tmp_path)
-    expected = ie.strength_tables(ie.study_frame(list(rows.values())))
+    ir.run_isa_experiments(params, tmp_path)
+    expected = ia.strength_tables(ia.study_frame(list(rows.values())))
     assert set(expected) == {"mig_vs_beta.csv", "mig_vs_gamma.csv"}
     for name, table in expected.items():
         pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), table, check_dtype=False, rtol=1e-9)

@@ -13,7 +13,8 @@ long as a stage process takes to start and load dSprites (≈ 2 s of start-up pe
 * ``metrics/isa_experiments/<model>-<seed>/<beta or gamma>-<strength>.json`` (git): each strength's
   scalar scores, for ``dvc metrics show / diff`` (:func:`cell_metrics`: a row per run, a column per score).
 
-The ``isa_experiments`` stage only aggregates the cells (:func:`priorlab.studies.isa_experiments.report.read_rows`).
+The ``isa_experiments`` stage only aggregates the cells
+(:func:`priorlab.studies.isa_experiments.aggregate.read_rows`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from priorlab.config import ModelParams, Params, ParamsError
 from priorlab.io import write_json, write_json_folder
 from priorlab.metric_registry import lookup
 from priorlab.priors.lp_nested import LpNestedPrior
+from priorlab.studies.isa_experiments import NAME
 
-NAME = "isa_experiments"  # the paper's name: its model folder, metrics folder and report
 RESPONSE_POINTS = 3000  # ground-truth samples of the latent-vs-factor plots
 SCORES = {"mig": "disentanglement.mig", "mig_no_shape": "disentanglement.mig_no_shape",
           "dci_d": "disentanglement.dci.disentanglement", "factor_vae_score":

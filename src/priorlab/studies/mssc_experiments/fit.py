@@ -7,7 +7,7 @@ two, less than a stage process takes to start; it is one bars entry, not all, so
 within a few minutes on the cpu profile and a new bars entry adds cells without rerunning the others.
 Writes ``models/mssc_experiments/<model>/<bars>/`` (``<seed>.pt``, ``rows.json``) with
 ``metrics/mssc_experiments/<model>-<bars>.json``, and ``models/mssc_experiments/<model>/patches/``
-(``model.pt``, ``rows.json``); the ``mssc_experiments`` stage aggregates them (:mod:`.mssc_experiments`).
+(``model.pt``, ``rows.json``); the ``mssc_experiments`` stage aggregates them (:mod:`.aggregate`, :mod:`.report`).
 
 Measured per run: bars recovery (:func:`~priorlab.data.bars.bars_recovery`, Hungarian matching,
 correlation ≥ ``threshold``), active latents per training point (latents non-zero in the posterior
@@ -30,8 +30,7 @@ from priorlab import paths
 from priorlab.config import BarsParams, ImagePatchesParams, ModelParams, Params, ParamsError, SetupParams
 from priorlab.data.store import in_memory
 from priorlab.io import write_json
-
-NAME = "mssc_experiments"  # the paper's name: its model folder, metrics folder and report
+from priorlab.studies.mssc_experiments import NAME
 
 
 def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: int):

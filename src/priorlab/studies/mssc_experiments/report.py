@@ -1,13 +1,6 @@
-"""Paper 000's study (the ``mssc_experiments`` stage): max-rule vs linear spike-and-slab sparse coding
-on the bars test and on natural-image patches.  The stage only aggregates: the models are trained by
-the ``mssc_fit`` stages (:mod:`.mssc_fit`, one per ``models`` entry), whose rows it reads.
-
-The grid is ``mssc_study`` of the params (:class:`~priorlab.config.MsscStudyParams`): every
-``models`` entry (kinds ``mssc`` / ``linear_ssc``) on every ``bars`` data set entry (occluding and
-linearly superposed bars), once per seed.  Figures: learned W vs the true bars, the recovery table
-(README), inferred vs true sparsity, patch dictionaries of both models.  The claim is decided by
-:func:`recovery_claims`, whose criteria live in :mod:`priorlab.studies.criteria`.
-"""
+"""Paper 000's study, the report: the figures (learned W vs the true bars, inferred sparsity, patch
+dictionaries), the README (recovery table, claims), ``summary.json`` and the stage entry point
+:func:`run_mssc_experiments` (aggregate -> claims -> report)."""
 
 from __future__ import annotations
 
@@ -19,59 +12,19 @@ import numpy as np
 
 from priorlab import paths
 from priorlab.config import Params
+from priorlab.io import save_figure, write_json
 from priorlab.studies.claims import Claim, claims_table, md_table
-from priorlab.studies.criteria import criterion
-from priorlab.studies.intervals import clopper_pearson, newcombe_difference
-from priorlab.errors import UserError
-from priorlab.studies.mssc_experiments.fit import NAME, cell_dir
-from priorlab.io import read_json, save_figure, write_json
+from priorlab.studies.intervals import clopper_pearson
+from priorlab.studies.mssc_experiments import NAME, PAPER, TITLE
+from priorlab.studies.mssc_experiments.aggregate import read_cells, recovery_table
+from priorlab.studies.mssc_experiments.claims import recovery_claims
 
-TITLE, PAPER = "Max-rule vs linear spike-and-slab sparse coding: bars test and image patches (paper 000)", "000"
 OUT = paths.experiment_dir(NAME)
-LABELS = {"mssc": "max rule", "linear_ssc": "linear"}
 
 
 def bar_prob(d) -> float:
     """The probability of each bar in a bars entry (``bar_prob``, or 2 / H when 0)."""
     return d.bar_prob or 2.0 / (2 * d.R)
-
-
-def recovery_table(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
-    """(model, bars entry) → runs, runs recovering every bar, their rate, mean bars recovered, and the
-    medians over seeds of the fitted noise variance σ² and prior π."""
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in rows:
-        e = out.setdefault((r["model"], r["bars"]), {"variant": r["variant"], "n": 0, "recovered": 0, "bars": 0.0,
-                                                     "sigma2": [], "pi": []})
-        e["n"] += 1
-        e["recovered"] += int(r["recovered"])
-        e["bars"] += r["n_recovered"]
-        e["sigma2"].append(r["sigma2"])
-        e["pi"].append(r["pi"])
-    for e in out.values():
-        e["rate"], e["mean_bars"] = e["recovered"] / e["n"], e["bars"] / e["n"]
-        e["sigma2"], e["pi"] = float(np.median(e["sigma2"])), float(np.median(e["pi"]))
-    return out
-
-
-def recovery_claims(rows: list[dict], kinds: dict[str, str]) -> list[Claim]:
-    """Criteria ``000.bars_recovery`` and ``000.bars_vs_linear`` (:mod:`priorlab.studies.criteria`)
-    on every occluding-bars entry (e.g. two noise levels): the max-rule model's rate of recovering every
-    bar (Clopper–Pearson) and its difference to the linear model's (Newcombe)."""
-    table = recovery_table(rows)
-    claims = []
-    for bars in dict.fromkeys(b for (_, b), e in table.items() if e["variant"] == "occlusion"):
-        occ = {kinds[m]: e for (m, b), e in table.items() if b == bars}
-        mx, lin = occ.get("mssc"), occ.get("linear_ssc")
-        if mx:
-            claims.append(criterion("000.bars_recovery").decide(
-                [("", clopper_pearson(mx["recovered"], mx["n"]))], f"max rule {mx['recovered']} of {mx['n']} seeds",
-                subject=bars))
-        if mx and lin:
-            claims.append(criterion("000.bars_vs_linear").decide(
-                [("", newcombe_difference(mx["recovered"], mx["n"], lin["recovered"], lin["n"]))],
-                f"max rule {mx['recovered']} / {mx['n']}, linear {lin['recovered']} / {lin['n']} seeds", subject=bars))
-    return claims
 
 
 # --------------------------------------------------------------------------- figures
@@ -188,23 +141,6 @@ def write_report(params: Params, rows: list[dict], patches: list[dict], claims: 
                   "![dictionaries](dictionaries.png)", ""]
     lines += ["## Claims", ""] + claims_table([c.to_dict() for c in claims])
     (out / "README.md").write_text("\n".join(lines) + "\n")
-
-
-def read_cells(params: Params) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The bars rows of every ``mssc_fit`` cell and the patch rows of every ``mssc_patches`` cell, in
-    the study's order (bars entry, then model, then seed; patches by model); a ``UserError`` naming the
-    first missing cell."""
-    study = params.mssc_study
-
-    def cell(model: str, part: str, stage: str) -> dict[str, Any]:
-        path = cell_dir(model, part) / "rows.json"
-        if not path.is_file():
-            raise UserError(f"{path} is missing: stage {stage} has not run (dvc repro mssc_experiments runs it)")
-        return read_json(path)
-
-    rows = [r for bars in study.bars for model in study.models
-            for r in cell(model, bars, f"mssc_fit@{model}-{bars}")["rows"]]
-    return rows, [p for model in study.models for p in cell(model, "patches", f"mssc_patches@{model}")["patches"]]
 
 
 def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
