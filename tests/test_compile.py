@@ -173,7 +173,7 @@ def test_the_other_gradient_kinds_compile_whole_and_follow_eager(tmp_path, kind)
     compiled pass) and the sparse VAE (Spike-and-Slab-Lasso masks): one graph (two with the first
     call's KL lookup) and the eager run's terms."""
     from priorlab.config import load_params
-    from priorlab.studies.sparse_vae_experiments.report import setup_for
+    from priorlab.studies.sparse_vae_experiments.fit import setup_for
 
     cpu = load_params(gpu_bench.ROOT / "profiles" / "cpu.yaml")
     if kind == "sparse_vae":

@@ -127,13 +127,15 @@ def test_study_data_plots_name_the_columns_their_stages_write(profile):
     from priorlab.config import load_params
     from priorlab.studies import isa_experiments
     from priorlab.studies.isa_experiments.aggregate import strength_tables, study_frame
-    from priorlab.studies.sparse_vae_experiments import report as E
+    from priorlab.studies import sparse_vae_experiments
+    from priorlab.studies.sparse_vae_experiments.aggregate import recovery_table, summarise
     from tests.test_study_plot_tables import fake_isa_rows, fake_sparse_rows
 
     params = load_params(ROOT / "profiles" / f"{profile}.yaml")
     headers = {f"reports/{isa_experiments.NAME}/{name}": list(t.columns)
                for name, t in strength_tables(study_frame(fake_isa_rows(params))).items()}
-    headers[f"reports/{E.NAME}/recovery_vs_rho.csv"] = E.recovery_table(E.summarise(fake_sparse_rows(params)))[0]
+    headers[f"reports/{sparse_vae_experiments.NAME}/recovery_vs_rho.csv"] = recovery_table(
+        summarise(fake_sparse_rows(params)))[0]
     plotted = set()
     for plot_id, props in plot_definitions():
         for path, fields in props["y"].items() if isinstance(props.get("y"), dict) else ():

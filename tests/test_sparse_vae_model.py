@@ -11,7 +11,9 @@ import torch
 
 from priorlab.config import OptimParams, ParamsError, SetupParams, SparseVAEParams, VAEParams
 from priorlab.data.store import Dataset
-from priorlab.errors import DataError
+from priorlab.errors import DataError, UserError
+from priorlab.studies.sparse_vae_experiments import aggregate as A
+from priorlab.studies.sparse_vae_experiments import claims as C
 from priorlab.studies.sparse_vae_experiments import report as E
 from priorlab.studies.claims import VERDICTS
 from priorlab.studies.sparse_vae_experiments import fit as F
@@ -275,24 +277,24 @@ def test_study_metrics_and_claims():
 
     rhos = (0.0, 0.2, 0.4, 0.6, 0.8)
     good = [r for rho in rhos for r in rows(rho, "s", 0.1, 0.9, f1=0.9) + rows(rho, "v", 0.5, 0.3)]
-    v = {c.key: c.verdict for c in E.decide_claims(good, "s", ["v"])}
+    v = {c.key: c.verdict for c in C.decide_claims(good, "s", ["v"])}
     assert set(v.values()) == {"reproduced"}, v
     # the sparse VAE loses on MSE at two ρ: "≥ 4 of 5" can no longer hold
     lose = [r for rho in rhos for r in rows(rho, "s", 0.9 if rho < 0.3 else 0.1, 0.9, f1=0.9, active=3.0)
             + rows(rho, "v", 0.5, 0.3)]
-    v = {c.key: c.verdict for c in E.decide_claims(lose, "s", ["v"])}
+    v = {c.key: c.verdict for c in C.decide_claims(lose, "s", ["v"])}
     assert v["003.mse"] == "not reproduced" and v["003.dci"] == "reproduced" and v["003.active_columns"] == "not reproduced"
     # an outlier data set moves a mean, not the median the claims use
     outlier = [dict(r, mse=50.0) if (r["method"] == "s" and r["seed"] == 0) else r for r in good]
-    assert {c.key: c.verdict for c in E.decide_claims(outlier, "s", ["v"])}["003.mse"] == "reproduced"
+    assert {c.key: c.verdict for c in C.decide_claims(outlier, "s", ["v"])}["003.mse"] == "reproduced"
 
 
 def test_collapse_and_medians():
-    assert E.collapsed({"mse": 3.5, "active_columns": 4}) and E.collapsed({"mse": 0.3, "active_columns": 1})
-    assert not E.collapsed({"mse": 0.3, "active_columns": 2}) and not E.collapsed({"mse": 9.0})  # linear: never
+    assert F.collapsed({"mse": 3.5, "active_columns": 4}) and F.collapsed({"mse": 0.3, "active_columns": 1})
+    assert not F.collapsed({"mse": 0.3, "active_columns": 2}) and not F.collapsed({"mse": 9.0})  # linear: never
     rows = [{"rho": 0.0, "seed": i, "method": "s", "mse": m, "dci_d": 0.5, "active_columns": 2,
              "collapsed": m > 3} for i, m in enumerate([0.2, 0.3, 0.4, 9.0])]
-    s = E.summarise(rows)["s"][0.0]
+    s = A.summarise(rows)["s"][0.0]
     assert s["n"] == 4 and s["mse"] == pytest.approx(0.35) and s["mse_mean"] == pytest.approx(2.475)
     assert s["collapse_rate"] == 0.25 and s["mse_q25"] <= s["mse"] <= s["mse_q75"]
 
@@ -329,7 +331,7 @@ def test_study_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
     params = Params(profile="tiny", device="cpu", datasets={}, setups={}, models=models, pretrain=study.train,
                     train=study.train, runs={}, sparse_vae_study=study)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(E.UserError, match="sparse_vae_fit@0.0 has not run"):
+    with pytest.raises(UserError, match="sparse_vae_fit@0.0 has not run"):
         E.run_sparse_vae_experiments(params)
     with pytest.raises(ParamsError, match="no cell at rho '0.5'"):
         F.run_sparse_vae_fit(params, "0.5")

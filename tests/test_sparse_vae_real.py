@@ -10,8 +10,10 @@ import pytest
 import torch
 from torch.distributions import Multinomial
 
-from priorlab.config import ModelParams, OptimParams, Params, ParamsError, SparseVaeRealParams, SparseVaeStudyParams
+from priorlab.config import OptimParams, Params, ParamsError, SparseVaeRealParams, SparseVaeStudyParams
+from priorlab.studies.sparse_vae_experiments import claims as C
 from priorlab.studies.sparse_vae_experiments import real as R
+from priorlab.studies.sparse_vae_experiments import report as E
 
 
 def test_foldin_split_partitions_each_users_items():
@@ -69,25 +71,25 @@ def test_mean_std_and_claim_rule():
                  "ndcg": ndcg - 0.001 * i, "accuracy": acc + 0.002 * i * i} for i in range(3)]
 
     ml = split_rows("s", 1.0, 0.5, 0.4, 0) + split_rows("v", 2.0, 0.6, 0.3, 0)
-    claims = R.decide_real_claims(ml, [], "s", None)
+    claims = C.decide_real_claims(ml, [], "s", None)
     assert [c.verdict for c in claims] == ["reproduced", "not reproduced", "reproduced"] and "table 1a" in claims[0].paper
     sc = split_rows("s", 0, 0, 0, 0.8) + split_rows("v", 0, 0, 0, 0.7) + split_rows("PCA", 0, 0, 0, 0.95)
-    (acc,) = R.decide_real_claims([], sc, None, "s")
+    (acc,) = C.decide_real_claims([], sc, None, "s")
     assert acc.verdict == "reproduced" and "PCA" in acc.measured and "PCA" not in acc.effect  # shown, not compared
     tie = split_rows("s", 0, 0, 0, 0.8) + [dict(r, accuracy=r["accuracy"] + 0.001 * (-1) ** r["split"])
                                           for r in split_rows("v", 0, 0, 0, 0.8)]
-    assert R.decide_real_claims([], tie, None, "s")[0].verdict == "inconclusive"
-    assert R.decide_real_claims({}, {}, None, None) == []
+    assert C.decide_real_claims([], tie, None, "s")[0].verdict == "inconclusive"
+    assert C.decide_real_claims({}, {}, None, None) == []
 
 
 def _params(**study) -> Params:
-    from priorlab.config import SparseVAEParams, VAEParams, VSCParams
+    from priorlab.config import FactorialMixtureParams, SparseVAEParams, VAEParams, VSCParams
 
     models = {"s": SparseVAEParams(kind="sparse_vae", warm_start="scratch"),
               "c": SparseVAEParams(kind="sparse_vae", warm_start="scratch", encoder_input="row_normalised"),
               "v": VAEParams(kind="vae", warm_start="scratch"),
               "vsc": VSCParams(kind="vsc", warm_start="scratch", alpha=0.01),
-              "f": ModelParams(kind="fmvae", warm_start="scratch")}
+              "f": FactorialMixtureParams(kind="fmvae", warm_start="scratch")}
     opt = OptimParams(steps=10, batch_size=64, lr=1e-2, checkpoint_every=10**6)
     return Params(profile="tiny", device="cpu", datasets={}, setups={}, models=models, pretrain=opt, train=opt,
                   runs={}, sparse_vae_study=SparseVaeStudyParams(**study))
@@ -165,7 +167,6 @@ def test_both_studies_run_on_tiny_settings(tmp_path, monkeypatch):
     pytest.importorskip("h5py")
     from priorlab.data.movielens import find_movielens
     from priorlab.data.pbmc import find_pbmc
-    from priorlab.studies.sparse_vae_experiments import report as E
 
     try:
         find_movielens(), find_pbmc()
@@ -175,7 +176,7 @@ def test_both_studies_run_on_tiny_settings(tmp_path, monkeypatch):
     monkeypatch.setattr(E.paths, "MODELS", tmp_path / "models")  # the nets it saves: not the project's outputs
     params = _params(movielens=_tiny(["s", "v", "vsc"]), single_cell=_tiny(["s", "v"]))
     params.sparse_vae_study.check("sparse_vae_study", params)
-    out = R.run_real(params, R.real_rows(params))
+    out = E.run_real(params, R.real_rows(params))
     assert {r["method"] for r in out["movielens"]["rows"]} == {"s", "v", "vsc", "NMF"}
     assert {r["method"] for r in out["single_cell"]["rows"]} == {"s", "v", "NMF", "PCA"}
     for r in out["movielens"]["rows"]:
@@ -187,9 +188,9 @@ def test_both_studies_run_on_tiny_settings(tmp_path, monkeypatch):
     counts = dataclasses.replace(params.sparse_vae_study, single_cell=_tiny(["c"], preprocess="counts"),
                                  movielens=SparseVaeRealParams())
     counted = dataclasses.replace(params, sparse_vae_study=counts)
-    again = R.run_real(counted, R.real_rows(counted))
+    again = E.run_real(counted, R.real_rows(counted))
     assert again["movielens"]["rows"] == [] and len(again["single_cell"]["rows"]) == 3
-    first = R.run_real(counted, R.real_rows(counted))  # same seeds: same numbers
+    first = E.run_real(counted, R.real_rows(counted))  # same seeds: same numbers
     assert first["single_cell"]["rows"] == again["single_cell"]["rows"]
     assert (tmp_path / "models" / E.NAME / R.REAL_CELL / "pbmc-0-c.pt").is_file()
 
@@ -199,8 +200,8 @@ def test_the_report_names_the_chosen_beta_per_split():
     sel = {"beta": 4.0, "validation_nll": {"2": 101.5, "4": 99.25}, "validation_rows": 10}
     rows = [{"split": k, "method": m, "kind": "x", "nll": 100.0 + k, "recall": 0.2, "ndcg": 0.3,
              **({"selection": sel} if m == "v" else {})} for k in (0, 1) for m in ("s", "v")]
-    lines = "\n".join(R.run_real(params, {"movielens_rows": rows, "topics": {}, "single_cell_rows": []})["lines"])
+    lines = "\n".join(E.run_real(params, {"movielens_rows": rows, "topics": {}, "single_cell_rows": []})["lines"])
     assert "v split 0: β = 4 (2: 101.5, 4: 99.2)" in lines and "v split 1: β = 4" in lines
     plain = [{k: v for k, v in r.items() if k != "selection"} for r in rows]
-    assert "β chosen" not in "\n".join(R.run_real(params, {"movielens_rows": plain, "topics": {},
+    assert "β chosen" not in "\n".join(E.run_real(params, {"movielens_rows": plain, "topics": {},
                                                            "single_cell_rows": []})["lines"])

@@ -110,9 +110,9 @@ def test_the_closure_walker_sees_lazy_and_relative_imports_and_skips_type_checki
     assert SRC / PACKAGE / "models" / "elbo.py" in vae and SRC / PACKAGE / "models" / "__init__.py" in vae
     # likelihoods imports LossScaling only for annotations: not a run-time dependency of it
     assert "priorlab.models.elbo" not in imported_modules(SRC / PACKAGE / "likelihoods.py")
-    # a function-level import counts (the sparse VAE report imports its real-data module inside a function)
+    # a function-level import counts (the sparse VAE aggregate imports its real-data module inside a function)
     assert "priorlab.studies.sparse_vae_experiments.real" in imported_modules(
-        SRC / PACKAGE / "studies" / "sparse_vae_experiments" / "report.py")
+        SRC / PACKAGE / "studies" / "sparse_vae_experiments" / "aggregate.py")
     assert uncovered({SRC / PACKAGE / "io.py"}, ["src/priorlab"]) == []
     assert uncovered({SRC / PACKAGE / "io.py"}, ["src/priorlab/io"]) == ["src/priorlab/io.py"]
 

@@ -12,7 +12,7 @@ import pytest
 
 from priorlab.studies.isa_experiments import aggregate as ia, claims as ic, fit as isa_fit, report as ir
 from priorlab.studies.claims import fmt
-from priorlab.studies.sparse_vae_experiments import report as E
+from priorlab.studies.sparse_vae_experiments import aggregate as sa, fit as sparse_fit, report as E
 
 
 def isa_frame() -> pd.DataFrame:
@@ -89,7 +89,7 @@ def sparse_rows() -> list[dict]:
 
 
 def test_recovery_table_holds_the_median_per_rho_of_every_score_a_method_has():
-    header, rows = E.recovery_table(E.summarise(sparse_rows()))
+    header, rows = sa.recovery_table(sa.summarise(sparse_rows()))
     assert header == ["rho", "mse_s", "mse_v", "mse_PCA", "dci_d_s", "dci_d_v", "dci_d_PCA", "precision_s",
                       "precision_PCA", "recall_s", "recall_PCA", "f1_s", "f1_PCA", "active_columns_s"]
     table = dict(zip(header, np.asarray(rows).T))
@@ -102,16 +102,16 @@ def test_recovery_table_holds_the_median_per_rho_of_every_score_a_method_has():
 
 
 def test_recovery_table_file_round_trips(tmp_path):
-    summary = E.summarise(sparse_rows())
+    summary = sa.summarise(sparse_rows())
     summary["v"].pop(0.5)  # a method without a ρ: nan there, not a shifted row
-    E.write_recovery_table(summary, tmp_path / "recovery_vs_rho.csv")
+    sa.write_recovery_table(summary, tmp_path / "recovery_vs_rho.csv")
     back = np.genfromtxt(tmp_path / "recovery_vs_rho.csv", delimiter=",", names=True)
-    header, rows = E.recovery_table(summary)
+    header, rows = sa.recovery_table(summary)
     assert list(back.dtype.names) == header
     np.testing.assert_allclose(np.array(back.tolist()), np.asarray(rows, float), rtol=1e-9)
     assert np.isnan(back["mse_v"][1]) and not np.isnan(back["mse_s"][1])
-    assert E.recovery_table({}) == (["rho"], [])
-    assert E.recovery_table({"s": {}}) == (["rho"], [])
+    assert sa.recovery_table({}) == (["rho"], [])
+    assert sa.recovery_table({"s": {}}) == (["rho"], [])
 
 
 # --------------------------------------------------------------------------- the stages write them
@@ -147,7 +147,7 @@ def fake_sparse_rows(params) -> list[dict]:
                     row.update(precision=float(rng.uniform()), recall=float(rng.uniform()), f1=float(rng.uniform()))
                 if kind != "linear":
                     row["active_columns"] = int(rng.integers(1, 5))
-                    row["collapsed"] = E.collapsed(row)
+                    row["collapsed"] = sparse_fit.collapsed(row)
                 rows.append(row)
     return rows
 
@@ -174,17 +174,15 @@ def test_isa_stage_writes_the_mig_tables(tmp_path, monkeypatch):
 
 
 def test_sparse_vae_stage_writes_the_recovery_table(tmp_path, monkeypatch):
-    import priorlab.studies.sparse_vae_experiments.real
-
     params = cpu_params()
     rows = fake_sparse_rows(params)
     monkeypatch.setattr(E, "OUT", tmp_path)
     monkeypatch.setattr(E, "study_rows", lambda params: (rows, {}))
     monkeypatch.setattr(E, "real_fits", lambda: {})
-    monkeypatch.setattr(priorlab.studies.sparse_vae_experiments.real, "run_real", lambda params, fitted: {"claims": [], "lines": []})
+    monkeypatch.setattr(E, "run_real", lambda params, fitted: {"claims": [], "lines": []})
     result = E.run_sparse_vae_experiments(params)
     back = np.genfromtxt(tmp_path / "recovery_vs_rho.csv", delimiter=",", names=True)
-    header, table = E.recovery_table(E.summarise(rows))
+    header, table = sa.recovery_table(sa.summarise(rows))
     assert list(back.dtype.names) == header and len(back) == len(params.sparse_vae_study.rhos)
     np.testing.assert_allclose(np.array(back.tolist()), table, rtol=1e-9)
     for method, per_rho in result["summary"].items():  # the summary the report reads, the same medians

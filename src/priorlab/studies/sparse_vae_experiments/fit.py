@@ -21,9 +21,8 @@ from priorlab import paths
 from priorlab.config import ModelParams, Params, ParamsError, SetupParams
 from priorlab.data.store import in_memory
 from priorlab.io import write_json, write_json_folder
+from priorlab.studies.sparse_vae_experiments import NAME
 
-NAME = "sparse_vae_experiments"  # stage, module and report folder
-TITLE, PAPER = "Sparse VAE: synthetic recovery, MovieLens and single cell (paper 003)", "003"
 SUPPORT_FRACTION = 0.1  # linear baselines: a loading counts when ≥ this share of its column's max
 
 

@@ -1,6 +1,7 @@
-"""Paper 003's real-data experiments, part of the ``sparse_vae_experiments`` stage: MovieLens
-(table 1a: held-out NLL, Recall@5, NDCG@10; table 3a: top movies per factor) and single-cell
-cell-type prediction (table 4, on scanpy's PBMC 68k reduced instead of Zeisel).
+"""Paper 003's real-data experiments, fitted and scored by the ``sparse_vae_real`` stage (reported by
+``sparse_vae_experiments``, :func:`.report.run_real`): MovieLens (table 1a: held-out NLL, Recall@5,
+NDCG@10; table 3a: top movies per factor) and single-cell cell-type prediction (table 4, on scanpy's
+PBMC 68k reduced instead of Zeisel).
 
 Both run ``splits`` random splits by rows (split s: permutation seed s, models seeded with s);
 every ``models`` entry is trained from scratch in-process by the shared trainer (seconds each at
@@ -37,11 +38,9 @@ import numpy as np
 import torch
 
 from priorlab.config import ModelParams, Params, SparseVaeRealParams
-from priorlab.studies.claims import Claim, fmt, md_table
-from priorlab.studies.criteria import criterion
-from priorlab.studies.intervals import paired_difference
 from priorlab import paths
-from priorlab.studies.sparse_vae_experiments.fit import NAME, choose_beta, fit_deep, in_memory
+from priorlab.studies.sparse_vae_experiments import NAME
+from priorlab.studies.sparse_vae_experiments.fit import choose_beta, fit_deep, in_memory
 from priorlab.io import write_json, write_json_folder
 from priorlab.models.protocol import ElboModel
 
@@ -96,25 +95,6 @@ def mean_std(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, dic
         out[method] = {**{k: float(np.mean([r[k] for r in sel])) for k in keys},
                        **{f"{k}_std": float(np.std([r[k] for r in sel])) for k in keys}}
     return out
-
-
-def pm(stats: dict[str, float], key: str) -> str:
-    """``mean ± std`` of ``key`` in a :func:`mean_std` entry."""
-    return f"{stats[key]:.3f} ± {stats[key + '_std']:.3f}"
-
-
-def best_claim(rows: list[dict[str, Any]], sparse: str, key: str, criterion_key: str,
-               outside: tuple[str, ...] = ()) -> Claim:
-    """The sparse VAE against every other method (but ``outside``, our additions the paper's table
-    lacks): per method the paired-by-split difference of ``key`` (criterion ``criterion_key``)."""
-    by = {}
-    for r in rows:
-        by.setdefault(r["method"], {})[r["split"]] = r[key]
-    others = [m for m in by if m != sparse and m not in outside]
-    splits = sorted(by[sparse])
-    parts = [(m, paired_difference([by[sparse][s] for s in splits], [by[m][s] for s in splits])) for m in others]
-    measured = ", ".join(f"{m} {fmt(np.mean(list(v.values())))}" for m, v in by.items()) + f" (mean of {len(splits)} splits)"
-    return criterion(criterion_key).decide(parts, measured)
 
 
 # --- models -------------------------------------------------------------------------------------
@@ -247,22 +227,7 @@ def single_cell_rows(params: Params) -> list[dict[str, Any]]:
     return rows
 
 
-# --- claims and report --------------------------------------------------------------------------
-
-def decide_real_claims(ml_rows: list[dict[str, Any]], sc_rows: list[dict[str, Any]],
-                       ml_sparse: str | None, sc_sparse: str | None) -> list[Claim]:
-    """Tables 1a and 4 (criteria ``003.movielens_*``, ``003.single_cell_accuracy``), paired by split."""
-    claims = []
-    if ml_sparse and ml_rows:
-        claims += [best_claim(ml_rows, ml_sparse, k, f"003.movielens_{k}") for k in ("nll", "recall", "ndcg")]
-    if sc_sparse and sc_rows:  # table 4 has no PCA: ours, in the table only
-        claims.append(best_claim(sc_rows, sc_sparse, "accuracy", "003.single_cell_accuracy", outside=("PCA",)))
-    return claims
-
-
-def first_sparse(params: Params, models: list[str]) -> str | None:
-    return next((m for m in models if params.models[m].kind == "sparse_vae"), None)
-
+# --- the stage ----------------------------------------------------------------------------------
 
 REAL_CELL = "real"  # the sparse_vae_real stage's folder under models/sparse_vae_experiments/
 
@@ -296,37 +261,3 @@ def real_metrics(rows: dict[str, Any]) -> dict[str, dict[str, float]]:
     stats = {"movielens": mean_std(rows["movielens_rows"], ("nll", "recall", "ndcg")),
              "single_cell": mean_std(rows["single_cell_rows"], ("accuracy",))}
     return {f"{study}-{method}": numbers for study, by_method in stats.items() for method, numbers in by_method.items()}
-
-
-def run_real(params: Params, fitted: dict[str, Any]) -> dict[str, Any]:
-    """Both real-data studies from the ``sparse_vae_real`` stage's rows (:func:`real_rows`): rows,
-    summaries, topics, claims and the report lines."""
-    study = params.sparse_vae_study
-    ml_rows, topics, sc_rows = fitted["movielens_rows"], fitted["topics"], fitted["single_cell_rows"]
-    ml, sc = mean_std(ml_rows, ("nll", "recall", "ndcg")), mean_std(sc_rows, ("accuracy",))
-    claims = decide_real_claims(ml_rows, sc_rows, first_sparse(params, study.movielens.models),
-                                first_sparse(params, study.single_cell.models))
-    lines: list[str] = []
-    if ml:
-        lines += [f"## MovieLens (table 1a): {study.movielens.splits} splits, G = {study.movielens.n_items}, "
-                  f"multinomial likelihood", ""] + md_table(
-            ["method", "NLL", f"Recall@{study.movielens.recall_k}", f"NDCG@{study.movielens.ndcg_k}"],
-            [[m, *(pm(v, k) for k in ("nll", "recall", "ndcg"))] for m, v in ml.items()]) + [""]
-        chosen = [r for r in ml_rows if "selection" in r]
-        if chosen:
-            lines += [f"β chosen per split on held-out NLL of {study.movielens.validation_fraction:g} of the training "
-                      "rows (table 1: \"the result with best performing β\"; the paper does not say on which rows): "
-                      + "; ".join(f"{r['method']} split {r['split']}: β = {r['selection']['beta']:g} ("
-                                  + ", ".join(f"{b}: {v:.1f}" for b, v in r["selection"]["validation_nll"].items()) + ")"
-                                  for r in chosen), ""]
-    if topics:
-        lines += [f"Top {TOP_MOVIES} movies by |w_jk| per active column ({topics['method']}, split {topics['split']}; "
-                  "table 3a):", ""] + md_table(["column", "movies"], [
-            [k, "; ".join(t)] for k, t in zip(topics["columns"], topics["movies"])]) + [""]
-    if sc:
-        lines += [f"## Single cell (table 4, PBMC): {study.single_cell.splits} splits, "
-                  f"{study.single_cell.preprocess} preprocessing, held-out cell-type accuracy", ""] + md_table(
-            ["method", "accuracy"], [[m, pm(v, "accuracy")] for m, v in sc.items()]) + [""]
-    return {"movielens": {"rows": ml_rows, "summary": ml, "topics": topics},
-            "single_cell": {"rows": sc_rows, "summary": sc}, "claims": claims, "lines": lines}
-
