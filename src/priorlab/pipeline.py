@@ -122,6 +122,7 @@ def run_pretrain(params: Params, setup: str) -> dict:
         return meta
     spec = pretrain_spec(params, setup)
     opt = spec.phase("pretrain", params.pretrain)  # its own length / settings (e.g. VSC's spike pre-training)
+    opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + params.setup(setup).seed})  # the setup's replicate
     fp = fingerprint("pretrain", params.setup(setup).record(), spec.fields(), _asdict(opt), data.manifest["sha256"])
     model = _new_model(params, setup, spec, data.obs_shape, opt.seed)
     model.set_phase("pretrain")

@@ -39,12 +39,17 @@ class SetupParams:
     # false: the setup is not pretrained (its pretrain stage only records that; every run of the setup
     # starts from scratch, e.g. a model fitted by EM)
     pretraining: bool = True
+    # an independent pretraining replicate (issue 26): added to the pretraining phase's seed (the nets'
+    # initialisation and batch order). Setups that differ only in ``seed`` pretrain the same nets on the
+    # same data from independent draws, so runs on them replicate a model's whole chain
+    seed: int = 0
 
     def check(self, key: str) -> None:
         from priorlab.likelihoods import LIKELIHOODS  # the registry (imports torch: only when checking)
 
         _one_of(f"{key}.likelihood", self.likelihood, tuple(LIKELIHOODS))
         _positive(f"{key}.latent_dim", self.latent_dim)
+        _non_negative(f"{key}.seed", self.seed)
         for i, h in enumerate(self.hidden):
             _positive(f"{key}.hidden[{i}]", h)
         for i, c in enumerate(self.channels):
@@ -71,7 +76,7 @@ class SetupParams:
                 del out[name]
         return out
 
-    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("decoder_hidden", "decoder_activation", "encoder_channels")
+    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("decoder_hidden", "decoder_activation", "encoder_channels", "seed")
 
 
 @dataclass(frozen=True)
