@@ -113,7 +113,7 @@ def test_evaluate_model_on_cuda_agrees_with_the_cpu(setting):
 def test_chen_mig_through_the_registry_reads_the_gaussian_posterior(setting):
     """``evaluate.metrics: [mig_chen]``: Chen et al.'s MIG on the posterior's means and variances of the
     sampled points, all factors and without shape; the other metrics' numbers do not move with it."""
-    from priorlab.evaluation import posterior_function
+    from priorlab.evaluation import metric_random_state, posterior_function
     from priorlab.metrics.mig_chen import mutual_information
 
     model, dataset, data = setting
@@ -133,5 +133,25 @@ def test_chen_mig_through_the_registry_reads_the_gaussian_posterior(setting):
     rs = np.random.RandomState(ev.seed)
     f, x = data.sample(300, rs)  # the metrics' draws: the training points mig_chen scores, then the test points
     data.sample(100, rs)
-    again = mutual_information(*posterior_function(model, dataset.prepare)(x), f, n_samples=300, random_state=rs)
+    own = metric_random_state(int(rs.randint(2**31 - 1)), "mig_chen")  # then one seed, the metric's own state
+    again = mutual_information(*posterior_function(model, dataset.prepare)(x), f, n_samples=300, random_state=own)
     np.testing.assert_allclose(again["mi"], chen["mi"], rtol=1e-12, atol=1e-12)
+
+
+def test_a_metric_does_not_depend_on_which_other_metrics_ran(setting):
+    """Each metric samples from its own random state: the sampling metrics (β-VAE, FactorVAE scores) come
+    out the same whether DCI and SAP (which also draw) run beside them or not, and in either order."""
+    from priorlab.evaluation import disentanglement_scores, representation_function
+
+    model, dataset, data = setting
+    represent = representation_function(model, dataset.prepare)
+    ev = EvaluateParams(metric_num_train=200, metric_num_test=100, metric_batch_size=8, dci_backend="hist")
+
+    def scores(wanted):
+        return disentanglement_scores(data, represent, ev, np.random.RandomState(7), wanted)
+
+    alone = scores(["beta_vae", "factor_vae"])
+    beside = scores(["dci", "sap", "beta_vae", "factor_vae", "mig"])
+    for key in ("beta_vae_score", "factor_vae_score"):
+        assert alone[key] == beside[key]
+    assert scores(["factor_vae"])["factor_vae_score"] == alone["factor_vae_score"]

@@ -15,7 +15,9 @@ as numpy arrays and the metric algorithms stay numpy / scikit-learn.  On the CPU
 
 from __future__ import annotations
 
+import dataclasses
 import platform
+import zlib
 from typing import Any
 
 import numpy as np
@@ -91,7 +93,8 @@ def disentanglement_scores(
 ) -> dict[str, Any]:
     """The metrics ``wanted`` (default ``params.metrics``) of :data:`~priorlab.metric_registry.METRICS`
     that need ground-truth factors (and, ``posterior`` given, the posterior), in registry order, on
-    points sampled once from ``data``."""
+    points sampled once from ``data``.  Each metric draws what else it samples from its own random
+    state (:func:`metric_random_state`), so its value does not depend on which other metrics ran."""
     wanted = set(params.metrics if wanted is None else wanted)
     chosen = [m for m in METRICS.values() if m.name in wanted and m.needs <= {"ground_truth", "posterior"}]
     out: dict[str, Any] = {}
@@ -101,9 +104,17 @@ def disentanglement_scores(
     f_test, x_test = data.sample(params.metric_num_test, random_state)
     sampled = SampledFactors(data, represent, params, random_state, f_train, represent(x_train), f_test,
                              represent(x_test), x_train, posterior)
+    base = int(random_state.randint(2**31 - 1))
     for metric in chosen:
-        out.update(metric.compute(sampled))
+        own = dataclasses.replace(sampled, random_state=metric_random_state(base, metric.name))
+        out.update(metric.compute(own))
     return out
+
+
+def metric_random_state(base: int, name: str) -> np.random.RandomState:
+    """The random state of metric ``name`` in an evaluation seeded with ``base``: a function of the two
+    alone (not of the other metrics computed, nor of their order)."""
+    return np.random.RandomState([base, zlib.crc32(name.encode())])
 
 
 def evaluate_model(
