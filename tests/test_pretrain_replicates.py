@@ -56,3 +56,14 @@ def test_a_negative_setup_seed_is_refused():
     params = load_params(ROOT / "profiles" / "tiny.yaml")
     with pytest.raises(ParamsError, match="setups.smiley.seed must be >= 0, got -1"):
         dataclasses.replace(params.setups["smiley"], seed=-1).check("setups.smiley")
+
+
+def test_the_report_names_the_replicates_that_share_a_pretraining():
+    from priorlab.report import shared_pretraining
+
+    shared = shared_pretraining(load_params(ROOT / "profiles" / "cpu.yaml"))
+    assert "vsc_experiments/smiley: vsc_smiley on smiley18_vsc (3 seeds)" in shared  # the spike pre-training
+    assert not any("beta_vae" in s or "fmnist" in s for s in shared)  # 002's other arms: a replicate each
+    assert any(s.startswith("fmvae_experiments/elbo_vs_k: fmvae_k1") for s in shared)  # paper 001 by design
+    paper = shared_pretraining(load_params(ROOT / "profiles" / "paper.yaml"))
+    assert not any(s.startswith("vsc_experiments") for s in paper)

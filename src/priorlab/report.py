@@ -85,9 +85,29 @@ def experiment_summaries(root: Path) -> list[tuple[str, dict[str, Any]]]:
     return sorted(found, key=lambda item: (item[1].get("paper") is None, str(item[1].get("paper", "")), item[0]))
 
 
-def claims_section(root: Path) -> list[str]:
+def shared_pretraining(params: Params) -> list[str]:
+    """Where replicates share a pretraining: per run group and pretrained setup, the models with
+    several seeds on it (``"<group>: <model>, ... on <setup> (<n> seeds)"``).  Their seed-to-seed
+    intervals are conditional on that one pretraining; a setup replicate (``setups.<name>.seed``)
+    gives each seed its own."""
+    seeds: dict[tuple[str, str], dict[str, int]] = {}
+    for spec in params.runs.values():
+        if params.setups[spec.setup].pretraining:
+            models = seeds.setdefault((spec.group, spec.setup), {})
+            models[spec.model] = models.get(spec.model, 0) + 1
+    out = []
+    for (group, setup), models in seeds.items():
+        shared = [m for m, n in models.items() if n > 1]
+        if shared:
+            counts = sorted({models[m] for m in shared})
+            out.append(f"{group}: {', '.join(shared)} on {setup} ({'/'.join(map(str, counts))} seeds)")
+    return out
+
+
+def claims_section(root: Path, shared: list[str] | None = None) -> list[str]:
     """The paper claims of every experiment summary under ``root``, one table per experiment, the
-    verdict rule, and every changed criterion with its old and new verdict."""
+    verdict rule, where replicates share a pretraining (``shared``: :func:`shared_pretraining`), and
+    every changed criterion with its old and new verdict."""
     from priorlab.studies.claims import claims_table
     from priorlab.studies.criteria import changes_table
 
@@ -108,9 +128,11 @@ def claims_section(root: Path) -> list[str]:
             "noise floor, a ceiling that did not plateau). Criteria and their history: "
             "`src/priorlab/studies/criteria.py`; a *not reproduced* is a result, not a bug report. The `paper` "
             "profile (`make profile PROFILE=paper`, GPU) keeps the papers' settings. Papers 000, 003 and 004 train "
-            "every replicate from scratch; the runs of papers 001 and 002 start from their setup's one pretraining "
-            "(001: by design, pretraining → prior initialisation → joint training; 002: the spike pre-training, "
-            "shared by the seeds of a setup), so those intervals are conditional on it.", "",
+            "every replicate from scratch; the runs of papers 001 and 002 start from a pretraining (001 by design: "
+            "pretraining → prior initialisation → joint training; 002: the spike pre-training of VSC, the N(0, I) "
+            "VAE of the baselines). A seed on a setup replicate (`setups.<name>.seed`) has its own; where seeds "
+            "share one, their intervals are conditional on it: "
+            + ("; ".join(shared) if shared else "none") + ".", "",
             "Verdicts at this profile: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + ".", "", *lines,
             *(["### Criteria changed, with the verdict before and after", "", *changed, ""] if changed else [])]
 
@@ -140,7 +162,7 @@ def write_report(params: Params, results: list[dict[str, Any]], path: str | Path
         "",
         settings_frame(params).to_markdown(index=False),
         "",
-        *claims_section(path.parent),
+        *claims_section(path.parent, shared_pretraining(params)),
         "## Summary (mean ± std over seeds)",
         "",
     ]
