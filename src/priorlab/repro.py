@@ -292,7 +292,7 @@ def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequenc
     """Reproduce the pipeline of ``root`` (or ``targets`` and their upstream) on ``jobs`` workers."""
     require_tested_dvc()  # before anything else, as the adapter does before it touches DVC
     envs = worker_envs(jobs, gpus)
-    with dvc_adapter.open_repo(root) as repo, parse_params_once():
+    with dvc_adapter.open_repo(root) as repo, parse_params_once(), dvc_adapter.hash_code_dirs_once(repo):
         run = _Run(repo, set(dvc_adapter.select(repo, targets)), envs, dry, log)
         run.out.jobs = jobs
         start = time.monotonic()
@@ -352,7 +352,7 @@ def record(targets: Sequence[str] | None = None, root: str | Path = ".", log=pri
     re-reads the whole pipeline per target: minutes for this project, seconds here).  For a change that
     provably leaves outputs as they are (a refactor, a comment); it records whatever is on disk."""
     require_tested_dvc()
-    with dvc_adapter.open_repo(root) as repo, parse_params_once():
+    with dvc_adapter.open_repo(root) as repo, parse_params_once(), dvc_adapter.hash_code_dirs_once(repo):
         stages = dvc_adapter.select(repo, targets)
         for stage in stages:
             dvc_adapter.save_run(stage)
