@@ -306,11 +306,12 @@ def _runner(project: Path, *args: str) -> subprocess.Popen:
                             env={**os.environ, "DVC_NO_ANALYTICS": "1"})
 
 
-def test_a_stage_dies_with_its_runner_even_on_kill_9_and_the_next_run_needs_no_manual_step(long_project):
+@pytest.mark.parametrize("launch", [(), ("--no-preload",)], ids=["forked", "spawned"])
+def test_a_stage_dies_with_its_runner_even_on_kill_9_and_the_next_run_needs_no_manual_step(long_project, launch):
     import signal as sig
     import time
 
-    runner = _runner(long_project)
+    runner = _runner(long_project, *launch)
     _wait_for(long_project / "long.progress")
     pid = int((long_project / "long.pid").read_text())
     runner.send_signal(sig.SIGKILL)
@@ -329,10 +330,11 @@ def test_a_stage_dies_with_its_runner_even_on_kill_9_and_the_next_run_needs_no_m
     assert "changed" not in _dvc(long_project, "status").stdout
 
 
-def test_sigint_stops_the_running_stages_records_the_finished_ones_and_ends_in_one_line(long_project):
+@pytest.mark.parametrize("launch", [(), ("--no-preload",)], ids=["forked", "spawned"])
+def test_sigint_stops_the_running_stages_records_the_finished_ones_and_ends_in_one_line(long_project, launch):
     import signal as sig
 
-    runner = _runner(long_project)
+    runner = _runner(long_project, *launch)
     _wait_for(long_project / "long.pid")
     _wait_for(long_project / "quick.txt")
     pid = int((long_project / "long.pid").read_text())

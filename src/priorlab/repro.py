@@ -14,7 +14,9 @@ its whole run:
   stage whose upstream reran without changing its outputs is skipped, exactly as in a serial run;
 * a changed stage is restored from DVC's run-cache when DVC would restore it; otherwise its outputs
   are removed as DVC removes them (persistent ones kept), its command runs in a subprocess on a free
-  worker, and when it exits 0 DVC saves and commits it (``Stage.save``/``Stage.commit``) and its
+  worker (a ``python stages/<name>.py ARGS`` command is forked from a process that imported the stage
+  scripts' modules once, :mod:`priorlab.prefork`; ``--no-preload`` starts a new interpreter each
+  time, as ``dvc repro`` does), and when it exits 0 DVC saves and commits it (``Stage.save``/``Stage.commit``) and its
   entry is written to ``dvc.lock`` (``ProjectFile.dump_stages``, batched);
 * a failing command stops new launches; the running ones finish and are recorded; exit status 1.
 
@@ -47,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from priorlab import dvc_adapter
+from priorlab import dvc_adapter, prefork
 from priorlab.dvc_adapter import TESTED_DVC, parse_params_once, require_tested_dvc  # noqa: F401  (re-exported)
 from priorlab.errors import UserError
 from priorlab.runtime import RUNNER_FD
@@ -100,10 +102,35 @@ def worker_envs(jobs: int, gpus: Sequence[str] | None) -> list[dict[str, str]]:
     return [{"PRIORLAB_WORKER": str(k)} for k in range(jobs)]
 
 
+class _Spawned:
+    """A stage command run by the shell."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen, self.pid = popen, popen.pid
+
+    def poll(self) -> tuple[int, float] | None:
+        """``(exit status, peak RSS in MiB)`` once exited (``Popen.poll`` with the child's rusage)."""
+        pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+        if pid == 0:
+            return None
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
+        return self.popen.returncode, usage.ru_maxrss / 1024
+
+
+class _Forked:
+    """A stage command forked from the preloaded process (:mod:`priorlab.prefork`)."""
+
+    def __init__(self, preloaded: prefork.Preloaded, pid: int):
+        self.preloaded, self.pid = preloaded, pid
+
+    def poll(self) -> tuple[int, float] | None:
+        return self.preloaded.poll(self.pid)
+
+
 class _Run:
     """One scheduling pass over DVC's stage graph (see the module docstring)."""
 
-    def __init__(self, repo, todo: set, envs: list[dict[str, str]], dry: bool, log):
+    def __init__(self, repo, todo: set, envs: list[dict[str, str]], dry: bool, log, preload: bool = False):
         self.repo, self.todo, self.envs, self.dry, self.log = repo, todo, envs, dry, log
         self.upstream = {s: ups & todo for s, ups in dvc_adapter.upstream(repo, todo).items()}
         self.rank = critical_path_rank(todo, self.upstream, _read_history(repo.root_dir))
@@ -117,8 +144,12 @@ class _Run:
         # a stage's lifeline: it inherits the read end; the write end stays here, so it closes (and the
         # stage sees end-of-file) however the runner ends, kill -9 included
         self.lifeline, self._lifeline_w = os.pipe()
+        self.preloaded = (prefork.Preloaded(Path(repo.root_dir) / "stages", pass_fds=(self.lifeline,))
+                          if preload and not dry else None)
 
     def close(self) -> None:
+        if self.preloaded is not None:
+            self.preloaded.close()
         for fd in (self.lifeline, self._lifeline_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -154,30 +185,37 @@ class _Run:
             return self._finish(stage, "restored")
         slot = self.free.pop(0)
         self.log(f"[worker {slot}] running {name}: {stage.cmd}")
-        proc = subprocess.Popen(stage.cmd, shell=True, cwd=stage.wdir, start_new_session=True,
-                                pass_fds=(self.lifeline,),
-                                env={**os.environ, **self.envs[slot], RUNNER_FD: str(self.lifeline)})
+        env = {**self.envs[slot], RUNNER_FD: str(self.lifeline)}
+        proc = None
+        if self.preloaded is not None and not self.preloaded.ended:
+            argv = prefork.script_command(stage.cmd, {**os.environ, **env})
+            try:
+                proc = _Forked(self.preloaded, self.preloaded.spawn(argv, stage.wdir, env)) if argv else None
+            except prefork.Ended as exc:
+                self.log(f"warning: {exc}; the stages start new interpreters from now on")
+        if proc is None:
+            proc = _Spawned(subprocess.Popen(stage.cmd, shell=True, cwd=stage.wdir, start_new_session=True,
+                                             pass_fds=(self.lifeline,), env={**os.environ, **env}))
         self.running[stage] = (proc, slot, time.monotonic())
 
     def _reap(self) -> None:
         """Record the stages whose command has exited."""
         for stage, (proc, slot, start) in list(self.running.items()):
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)  # like Popen.poll, with the child's peak RSS
-            if pid == 0:
+            exited = proc.poll()
+            if exited is None:
                 continue
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            self.out.max_rss_mib[stage.addressing] = usage.ru_maxrss / 1024
+            returncode, self.out.max_rss_mib[stage.addressing] = exited
             del self.running[stage]
             self.free = sorted(self.free + [slot])
             name = stage.addressing
             self.out.wall_s[name] = time.monotonic() - start
-            if proc.returncode != 0 and self.out.signal:
+            if returncode != 0 and self.out.signal:
                 self.log(f"stopped {name}")
                 self.out.stopped.append(name)
                 self.done.add(stage)
                 continue
-            if proc.returncode != 0:
-                self.log(f"error: stage {name} failed (exit status {proc.returncode}); "
+            if returncode != 0:
+                self.log(f"error: stage {name} failed (exit status {returncode}); "
                          "finishing the running stages, starting no new ones")
                 self.out.failed.append(name)
                 self.stop = True
@@ -288,12 +326,15 @@ def critical_path_rank(stages, upstream: dict, walls: dict[str, float], default_
 
 
 def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequence[str] | None = None,
-              root: str | Path = ".", dry: bool = False, log=print) -> Outcome:
-    """Reproduce the pipeline of ``root`` (or ``targets`` and their upstream) on ``jobs`` workers."""
+              root: str | Path = ".", dry: bool = False, log=print, preload: bool | None = None) -> Outcome:
+    """Reproduce the pipeline of ``root`` (or ``targets`` and their upstream) on ``jobs`` workers.
+    ``preload`` (default: without ``gpus``) forks stage scripts from a process that has imported their
+    modules once (:mod:`priorlab.prefork`) instead of starting a new interpreter for each."""
     require_tested_dvc()  # before anything else, as the adapter does before it touches DVC
     envs = worker_envs(jobs, gpus)
+    preload = not gpus if preload is None else preload
     with dvc_adapter.open_repo(root) as repo, parse_params_once(), dvc_adapter.hash_code_dirs_once(repo):
-        run = _Run(repo, set(dvc_adapter.select(repo, targets)), envs, dry, log)
+        run = _Run(repo, set(dvc_adapter.select(repo, targets)), envs, dry, log, preload)
         run.out.jobs = jobs
         start = time.monotonic()
         try:
@@ -370,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry", action="store_true", help="print the stages that are stale now, run nothing")
     parser.add_argument("--timings", default=None, help="write each stage's wall time and peak RSS (JSON) here")
     parser.add_argument("--debug", action="store_true", help="tracebacks instead of one-line errors (PRIORLAB_DEBUG=1)")
+    parser.add_argument("--no-preload", dest="preload", action="store_false", default=None,
+                        help="a new interpreter per stage (default without --gpus: stage scripts are forked "
+                             "from one process that imported their modules once)")
     parser.add_argument("--record", action="store_true",
                         help="run nothing: record the outputs on disk in dvc.lock (as `dvc commit --force`, one pass)")
     ns = parser.parse_args(argv)
@@ -396,7 +440,8 @@ def main(argv: list[str] | None = None) -> int:
         if ns.record:
             record(ns.targets, log=lambda m: print(m, flush=True))
             return 0
-        outcome = reproduce(ns.targets, ns.jobs, gpus, dry=ns.dry, log=lambda m: print(m, flush=True))
+        outcome = reproduce(ns.targets, ns.jobs, gpus, dry=ns.dry, log=lambda m: print(m, flush=True),
+                            preload=ns.preload)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
