@@ -51,6 +51,8 @@ def test_stage_imports_are_the_top_level_imports_of_the_stage_scripts(tmp_path):
     assert prefork.stage_imports(tmp_path) == ["json", "os.path", "priorlab.cli", "sys"]
     root = Path(__file__).resolve().parents[1]
     assert {"priorlab.cli", "priorlab.pipeline"} <= set(prefork.stage_imports(root / "stages"))
+    preloaded = prefork.preload_modules(root / "stages")
+    assert {"priorlab.metrics.mig_chen", "priorlab.plots", "torch._dynamo"} <= set(preloaded)  # lazy imports too
 
 
 def _wait(server: prefork.Preloaded, pid: int, timeout: float = 60.0) -> tuple[int, float]:

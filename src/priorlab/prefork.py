@@ -3,7 +3,7 @@
 A stage command ``python stages/<name>.py ARGS`` spends about 2 s importing torch and priorlab before
 it does any work (``reports/bench.json``: 2.3 s a stage, 8 % of the cpu profile's stage time).  The
 parallel runner (:mod:`priorlab.repro`) therefore starts one *preloaded* process, which imports what
-the stage scripts import, once, and then forks a child per stage command.  The child does what
+the stage scripts import (:func:`preload_modules`), once, and then forks a child per stage command.  The child does what
 ``python script ARGS`` would do after its imports: it makes its own session, changes to the stage's
 folder, takes the worker's environment, and runs the script as ``__main__`` with the command's
 arguments; its exit status is the script's.  Outputs are unchanged: every stage seeds its own random
@@ -62,6 +62,22 @@ def script_command(cmd: str, env: dict[str, str]) -> list[str] | None:
     return words[1:]
 
 
+LAZY_IMPORTS = ("torch._dynamo",)
+"""Modules a stage imports on its way (``torch.optim`` imports ``torch._dynamo`` when the first optimiser
+is built: 2 s), preloaded with the stage scripts' imports and every priorlab module."""
+
+
+def preload_modules(scripts_dir: Path) -> list[str]:
+    """What the preloaded process imports: the stage scripts' top-level imports, every priorlab module
+    (stages import metrics, plots and studies inside functions) and :data:`LAZY_IMPORTS`."""
+    import pkgutil
+
+    import priorlab
+
+    ours = [m.name for m in pkgutil.walk_packages(priorlab.__path__, "priorlab.") if not m.name.endswith("__main__")]
+    return [*stage_imports(scripts_dir), *sorted(ours), *LAZY_IMPORTS]
+
+
 def stage_imports(scripts_dir: Path) -> list[str]:
     """The modules the stage scripts in ``scripts_dir`` import at their top level, sorted."""
     names: set[str] = set()
@@ -99,7 +115,7 @@ class Preloaded:
     def __init__(self, scripts_dir: Path, pass_fds: tuple[int, ...] = (), env: dict[str, str] | None = None):
         req_r, self._req_w = os.pipe()
         self._rep_r, rep_w = os.pipe()
-        modules = stage_imports(scripts_dir)
+        modules = preload_modules(scripts_dir)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "priorlab.prefork", str(req_r), str(rep_w), *modules],
