@@ -25,6 +25,10 @@ if how == "raise":
     raise ValueError("a bug in the stage")
 if how == "message":
     sys.exit("error: one line")
+if how == "pool":  # joblib's process pool, left for the interpreter's exit to stop (as scikit-learn does)
+    from joblib import Parallel, delayed
+    assert Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(4)) == [0, 1, 2, 3]
+    sys.exit(0)
 if how == "sleep":
     open("sleeping", "w").close()
     import time; time.sleep(60)
@@ -134,3 +138,18 @@ def test_the_preloaded_process_outlives_a_cancel_and_its_loss_is_a_failed_stage_
     assert done == (prefork.LOST, 0.0)
     with pytest.raises(prefork.Ended):
         server.spawn([script, "b.json", "0"], str(work), {})
+
+
+def test_a_forked_stage_exits_as_the_interpreter_does_with_a_process_pool_left_running(server, tmp_path):
+    """Threads and executors are shut down before the atexit functions run: else multiprocessing waits for
+    loky's workers until their idle timeout (300 s)."""
+    start = time.monotonic()
+    pid = server.spawn([str(tmp_path / "stages" / "probe.py"), "p.json", "pool"], str(tmp_path / "work"), {})
+    assert _wait(server, pid, timeout=120)[0] == 0
+    assert time.monotonic() - start < 30
+
+
+def test_a_runner_done_before_the_preloading_is_no_traceback(server, tmp_path):
+    server.close()  # at once: the preloaded process is still importing
+    assert server.proc.wait(60) == 0
+    assert "Traceback" not in (tmp_path / "stderr").read_text()

@@ -144,8 +144,8 @@ class _Run:
         # a stage's lifeline: it inherits the read end; the write end stays here, so it closes (and the
         # stage sees end-of-file) however the runner ends, kill -9 included
         self.lifeline, self._lifeline_w = os.pipe()
-        self.preloaded = (prefork.Preloaded(Path(repo.root_dir) / "stages", pass_fds=(self.lifeline,))
-                          if preload and not dry else None)
+        self.preload = preload and not dry
+        self.preloaded: prefork.Preloaded | None = None  # started with the first stage it can fork
 
     def close(self) -> None:
         if self.preloaded is not None:
@@ -187,10 +187,12 @@ class _Run:
         self.log(f"[worker {slot}] running {name}: {stage.cmd}")
         env = {**self.envs[slot], RUNNER_FD: str(self.lifeline)}
         proc = None
-        if self.preloaded is not None and not self.preloaded.ended:
-            argv = prefork.script_command(stage.cmd, {**os.environ, **env})
+        argv = prefork.script_command(stage.cmd, {**os.environ, **env}) if self.preload else None
+        if argv is not None and not (self.preloaded is not None and self.preloaded.ended):
+            if self.preloaded is None:
+                self.preloaded = prefork.Preloaded(Path(self.repo.root_dir) / "stages", pass_fds=(self.lifeline,))
             try:
-                proc = _Forked(self.preloaded, self.preloaded.spawn(argv, stage.wdir, env)) if argv else None
+                proc = _Forked(self.preloaded, self.preloaded.spawn(argv, stage.wdir, env))
             except prefork.Ended as exc:
                 self.log(f"warning: {exc}; the stages start new interpreters from now on")
         if proc is None:
