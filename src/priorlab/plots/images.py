@@ -1,9 +1,14 @@
-"""Image-grid helpers shared by the reconstruction and traversal figures."""
+"""Image-grid helpers shared by the reconstruction, traversal and study figures."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
+
+from priorlab.io import save_figure
 
 
 def to_grid(images: torch.Tensor | np.ndarray, nrow: int) -> np.ndarray:
@@ -24,3 +29,15 @@ def scale01(x: torch.Tensor) -> torch.Tensor:
     flat = x.flatten(1)
     lo, hi = flat.min(1, keepdim=True)[0], flat.max(1, keepdim=True)[0]
     return ((flat - lo) / (hi - lo).clamp_min(1e-12)).view_as(x)
+
+
+def save_image_grid(images: torch.Tensor | np.ndarray, nrow: int, path: str | Path, title: str,
+                    figsize: tuple[float, float], fontsize: int = 8) -> Path:
+    """``images`` (values in [0, 1]) tiled by :func:`to_grid` in grey, titled, written to ``path``."""
+    fig, ax = plt.subplots(figsize=figsize)
+    ax.imshow(to_grid(images, nrow=nrow), cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+    ax.set_axis_off()
+    ax.set_title(title, fontsize=fontsize)
+    path = Path(path)
+    save_figure(path, fig)
+    return path

@@ -14,7 +14,7 @@ import torch
 
 from priorlab import paths
 from priorlab.io import atomic_path, read_json, save_figure, write_json
-from priorlab.plots.images import to_grid
+from priorlab.plots.images import save_image_grid
 from priorlab.studies.claims import claims_table, md_table
 from priorlab.studies.criteria import ACCURACY_GOAL, RELATIVE_GOAL
 from priorlab.studies.fmvae_experiments import NAME, PAPER, TITLE
@@ -65,26 +65,13 @@ def plot_clusters(model, path: str | Path, n_components: int = 6, n_samples: int
         imgs = decoded_means(model, comp, g)
         var = imgs.var(0, keepdim=True)
         rows.append(torch.cat([imgs.mean(0, keepdim=True), var / var.max().clamp_min(1e-12), imgs[:n_show]]))
-    grid = to_grid(torch.cat(rows), nrow=len(ks))
-    fig, ax = plt.subplots(figsize=(1.0 * (n_show + 2), 1.0 * len(ks) + 0.4))
-    ax.imshow(grid, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
-    ax.set_axis_off()
-    ax.set_title(f"{title}: components {ks}: mean | variance (scaled) | samples", fontsize=8)
-    path = Path(path)
-    save_figure(path, fig)
-    return path
+    return save_image_grid(torch.cat(rows), len(ks), path, f"{title}: components {ks}: mean | variance (scaled) | samples",
+                           figsize=(1.0 * (n_show + 2), 1.0 * len(ks) + 0.4))
 
 
 def plot_grid(images: torch.Tensor, nrow: int, path: str | Path, title: str) -> Path:
-    grid = to_grid(images, nrow=nrow)
     ncol = -(-len(images) // nrow)
-    fig, ax = plt.subplots(figsize=(0.7 * ncol + 0.5, 0.7 * nrow + 0.5))
-    ax.imshow(grid, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
-    ax.set_axis_off()
-    ax.set_title(title, fontsize=8)
-    path = Path(path)
-    save_figure(path, fig)
-    return path
+    return save_image_grid(images, nrow, path, title, figsize=(0.7 * ncol + 0.5, 0.7 * nrow + 0.5))
 
 
 # --------------------------------------------------------------------------- README and the stage
