@@ -6,8 +6,9 @@ measures a no-op ``dvc repro`` and a no-op runner pass on the finished workspace
 the ``pipeline`` entry of ``reports/bench.json``:
 
 * total wall, and wall by stage kind (``train@...`` -> ``train``): count, sum, largest;
-* the fixed cost per stage: the start-up and imports of a stage script (measured: a Python process
-  that imports ``priorlab.pipeline``), and the idle worker time, total wall × workers − Σ stage wall
+* the fixed cost per stage: the launch and imports of a stage script as the runner makes them (measured:
+  a script that imports ``priorlab.pipeline``, forked from the preloaded process; a new interpreter's
+  under ``startup_new_interpreter_s``), and the idle worker time, total wall × workers − Σ stage wall
   (the runner's own DVC work and the waits on the critical path, together);
 * the peak RSS of the largest stage.
 
@@ -31,14 +32,34 @@ from pathlib import Path
 from benchmarks.project_copy import copy_project, pipeline_env
 
 
-def startup_s(cwd: Path, repeats: int = 5) -> float:
-    """Median wall of a Python process that imports what every torch stage script imports."""
+def startup_s(cwd: Path, repeats: int = 5, preload: bool = True) -> float:
+    """Median wall from launch to exit of a stage script that only imports what every torch stage script
+    imports: forked from the preloaded process, as the runner launches stages (:mod:`priorlab.prefork`),
+    or (``preload=False``) in a new interpreter, as ``dvc repro`` and ``--no-preload`` do."""
     walls = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import priorlab.pipeline, priorlab.cli"], cwd=cwd,
-                       env=pipeline_env(cwd), check=True, capture_output=True)
-        walls.append(time.perf_counter() - t0)
+    if not preload:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "import priorlab.pipeline, priorlab.cli"], cwd=cwd,
+                           env=pipeline_env(cwd), check=True, capture_output=True)
+            walls.append(time.perf_counter() - t0)
+        return statistics.median(walls)
+    from priorlab import prefork
+
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "imports_only.py"
+        script.write_text("import priorlab.pipeline, priorlab.cli\n")
+        server = prefork.Preloaded(cwd / "stages", env=pipeline_env(cwd))
+        try:
+            for i in range(repeats + 1):  # the first waits for the preloading itself: not a stage's cost
+                t0 = time.perf_counter()
+                pid = server.spawn([str(script)], str(cwd), {})
+                while server.poll(pid) is None:
+                    time.sleep(0.002)
+                if i:
+                    walls.append(time.perf_counter() - t0)
+        finally:
+            server.close()
     return statistics.median(walls)
 
 
@@ -60,8 +81,9 @@ def noop_s(cwd: Path, repeats: int = 3) -> dict:
     return out
 
 
-def summarise(timings: dict, startup: float, noop: dict | None = None) -> dict:
-    """The ``pipeline`` entry of bench.json from a runner timings record."""
+def summarise(timings: dict, startup: float, noop: dict | None = None, startup_new_interpreter: float | None = None) -> dict:
+    """The ``pipeline`` entry of bench.json from a runner timings record; ``startup``: a stage's launch
+    as the runner made it (forked, by default), ``startup_new_interpreter``: the same in a new interpreter."""
     stages = timings["stages"]
     kinds: dict[str, list[float]] = defaultdict(list)
     for name, t in stages.items():
@@ -81,6 +103,7 @@ def summarise(timings: dict, startup: float, noop: dict | None = None) -> dict:
             "startup_per_stage_s": round(startup, 2),
             "startup_total_s": round(fixed_startup, 1),
             "startup_share_of_stage_wall": round(fixed_startup / busy, 3) if busy else None,
+            **({"startup_new_interpreter_s": round(startup_new_interpreter, 2)} if startup_new_interpreter else {}),
             "idle_worker_s": round(max(0.0, total * jobs - busy), 1),
         },
         "peak_rss": {"stage": largest, "mib": stages[largest]["max_rss_mib"]},
@@ -119,7 +142,8 @@ def run_in_copy(root: Path, profile: str, jobs: int) -> dict:
         record = project / "timings.json"
         subprocess.run([sys.executable, "-m", "priorlab.repro", "-j", str(jobs), "--timings", str(record)],
                        cwd=project, env=env, check=True)
-        return summarise(json.loads(record.read_text()), startup_s(project), noop_s(project))
+        return summarise(json.loads(record.read_text()), startup_s(project), noop_s(project),
+                         startup_s(project, preload=False))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {out} (pipeline.noop_s)")
         return 0
     if args.from_timings:
-        summary = summarise(json.loads(Path(args.from_timings).read_text()), startup_s(root), noop_s(root))
+        summary = summarise(json.loads(Path(args.from_timings).read_text()), startup_s(root), noop_s(root),
+                            startup_s(root, preload=False))
     else:
         summary = run_in_copy(root, args.profile, args.jobs)
     summary["profile"] = args.profile
