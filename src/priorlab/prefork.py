@@ -116,10 +116,9 @@ class Preloaded:
     def __init__(self, scripts_dir: Path, pass_fds: tuple[int, ...] = (), env: dict[str, str] | None = None):
         req_r, self._req_w = os.pipe()
         self._rep_r, rep_w = os.pipe()
-        modules = preload_modules(scripts_dir)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "priorlab.prefork", str(req_r), str(rep_w), *modules],
+                [sys.executable, "-m", "priorlab.prefork", str(req_r), str(rep_w), str(scripts_dir)],
                 stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=(req_r, rep_w, *pass_fds),
                 env=env)
         finally:
@@ -251,13 +250,14 @@ def _run_child(request: dict, close_fds: tuple[int, ...]) -> None:
         os._exit(status & 0xFF)
 
 
-def serve(req_fd: int, rep_fd: int, modules: list[str]) -> int:
-    """The preloaded process: import ``modules``, then fork a child per request until end-of-file.
+def serve(req_fd: int, rep_fd: int, scripts_dir: Path) -> int:
+    """The preloaded process: import :func:`preload_modules` of ``scripts_dir`` (here, not in the runner,
+    which need not import them), then fork a child per request until end-of-file.
     It ignores SIGINT and SIGTERM (a scheduler's cancel signals every process of a job): the runner
     stops the stages, and closing the request pipe ends this process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    for name in modules:
+    for name in preload_modules(scripts_dir):
         with contextlib.suppress(Exception):  # a module that fails to import fails its stage, in the child
             importlib.import_module(name)
     children: set[int] = set()
@@ -302,4 +302,4 @@ def serve(req_fd: int, rep_fd: int, modules: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]))
+    sys.exit(serve(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])))
