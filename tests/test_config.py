@@ -54,6 +54,8 @@ def _error(mutate) -> str:
         (lambda r: r["datasets"]["dsprites"].update(resolution=48), "datasets.dsprites.resolution: unknown value 48"),
         (lambda r: r["evaluate"].update(group_metrics={"baselines": ["mgi"]}),
          "evaluate.group_metrics.baselines[0]: unknown value 'mgi'"),
+        (lambda r: r["isa_study"].update(setup="smiley"),
+         "isa_study.setup: smiley is on data set 'smiley'; the isa_fit stages depend on data/dsprites"),
         (lambda r: r["evaluate"].update(group_metrics={"baseline": []}),
          "evaluate.group_metrics: unknown value 'baseline'; allowed: baselines"),
     ],

@@ -33,10 +33,12 @@ class MigChenParams:
 
 @dataclass(frozen=True)
 class IsaStudyParams:
-    """Paper 004's dSprites study (the ``isa_experiments`` stage trains it in-process): every
-    ``models`` entry over the β grid (``beta`` of kind vae, ``tc_weight`` of kind beta_tcvae: the
+    """Paper 004's dSprites study (an ``isa_fit`` cell per model and seed, aggregated by ``isa_experiments``):
+    every ``models`` entry over the β grid (``beta`` of kind vae, ``tc_weight`` of kind beta_tcvae: the
     paper's β weights the TC term of (ISA-)β-TCVAE) or, for kind factor_vae, the γ grid, × seeds;
-    from scratch on ``setup`` with ``train``; metrics with ``evaluate``.  ``setup: ""`` = off."""
+    from scratch on ``setup`` with ``train``; metrics with ``evaluate``.  ``setup: ""`` = off.  The
+    setup must be on the ``dsprites`` data set: the cells' DVC dependencies are ``data/dsprites`` and
+    ``datasets.dsprites``, so that other setups and data sets never rerun them."""
 
     setup: str = ""
     models: list[str] = field(default_factory=list)
@@ -53,6 +55,9 @@ class IsaStudyParams:
         if not self.setup:
             return
         _one_of(f"{key}.setup", self.setup, tuple(params.setups))
+        if params.setups[self.setup].dataset != "dsprites":
+            raise ParamsError(f"{key}.setup: {self.setup} is on data set {params.setups[self.setup].dataset!r}; the "
+                              "isa_fit stages depend on data/dsprites (dvc.yaml), so it must be on 'dsprites'")
         if not self.models:
             raise ParamsError(f"{key}.models must name at least one models entry")
         for i, m in enumerate(self.models):

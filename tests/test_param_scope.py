@@ -1,0 +1,64 @@
+"""A param change reruns only what it affects: adding a setup (an independent pretraining replicate) and
+a data set to the cpu profile changes the tracked params of no existing trained-model stage or study cell,
+as DVC itself resolves ``dvc.yaml``.  Before, the 25 ``isa_fit`` cells (~11 min of stage time) and the
+``mssc_fit`` cells (~7 min) depended on all of ``setups`` / ``datasets`` and reran on any such edit."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# stages that track every setup or every data set: aggregators, and stages whose data set is named by a
+# value DVC cannot key a dependency by (supervised_ceiling.targets, a mapping; mssc_study.patches, which
+# is "" when off, and `datasets.` is an error to DVC); none trains a grid of models
+WHOLE_SECTION_READERS = {"supervised_ceiling", "mssc_patches@mssc_bars", "mssc_patches@linear_ssc_bars",
+                         "mssc_experiments", "report"}
+
+
+def _tracked_params(project: Path) -> dict[str, dict]:
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    with Repo(str(project)) as repo:
+        return {stage.name: {k: v for dep in stage.deps if isinstance(dep, ParamsDependency)
+                                   for k, v in dep.read_params().items()}
+                for stage in repo.index.stages}
+
+
+def _project(tmp_path: Path, params: dict) -> Path:
+    from dvc.repo import Repo
+
+    tmp_path.mkdir()
+    Repo.init(str(tmp_path), no_scm=True)
+    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_a_new_setup_and_data_set_leave_every_existing_stage_but_the_whole_section_readers(tmp_path):
+    raw = yaml.safe_load((ROOT / "profiles" / "cpu.yaml").read_text())
+    grown = copy.deepcopy(raw)
+    grown["datasets"]["smiley_b"] = {**raw["datasets"]["smiley"], "seed": 1}
+    grown["setups"]["smiley18_r9"] = {**raw["setups"]["smiley18"], "dataset": "smiley_b", "seed": 9}
+    grown["setups"]["smiley60_r9"] = {**raw["setups"]["smiley60"], "seed": 9}
+    before = _tracked_params(_project(tmp_path / "before", raw))
+    after = _tracked_params(_project(tmp_path / "after", grown))
+
+    assert {"pretrain@smiley18_r9", "prior_init@smiley60_r9", "data@smiley_b"} <= set(after) - set(before)
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed <= WHOLE_SECTION_READERS, sorted(changed - WHOLE_SECTION_READERS)
+    # the study cells still track their own setup and data set: a change there reruns them
+    isa_setup = raw["isa_study"]["setup"]
+    cell = next(name for name in after if name.startswith("isa_fit@"))
+    assert after[cell][f"setups.{isa_setup}"] == raw["setups"][isa_setup]
+    assert after[cell]["datasets.dsprites"] == raw["datasets"]["dsprites"]
+    bars = raw["mssc_study"]["bars"][0]
+    cell = next(name for name in after if name.startswith("mssc_fit@") and bars in name)
+    assert after[cell][f"datasets.{bars}"] == raw["datasets"][bars]
