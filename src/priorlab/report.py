@@ -132,7 +132,9 @@ def claims_section(root: Path, shared: list[str] | None = None) -> list[str]:
             "pretraining → prior initialisation → joint training; 002: the spike pre-training of VSC, the N(0, I) "
             "VAE of the baselines). A seed on a setup replicate (`setups.<name>.seed`) has its own; where seeds "
             "share one, their intervals are conditional on it: "
-            + ("; ".join(shared) if shared else "none") + ".", "",
+            + ("; ".join(shared) if shared else "none") + ". How much that narrows them: "
+            "`python -m benchmarks.shared_pretraining` reruns the shared VSC seeds each on its own replicate and "
+            "compares every paper 002 claim (cpu record: `reports/shared_pretraining_cpu.json`).", "",
             "Verdicts at this profile: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + ".", "", *lines,
             *(["### Criteria changed, with the verdict before and after", "", *changed, ""] if changed else [])]
 
