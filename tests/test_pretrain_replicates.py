@@ -62,7 +62,7 @@ def test_the_report_names_the_replicates_that_share_a_pretraining():
     from priorlab.report import shared_pretraining
 
     shared = shared_pretraining(load_params(ROOT / "profiles" / "cpu.yaml"))
-    assert "vsc_experiments/smiley: vsc_smiley on smiley18_vsc (3 seeds)" in shared  # the spike pre-training
+    assert "vsc_experiments/smiley: vsc_smiley on smiley18_vsc (5 seeds)" in shared  # the spike pre-training
     assert not any("beta_vae" in s or "fmnist" in s for s in shared)  # 002's other arms: a replicate each
     assert any(s.startswith("fmvae_experiments/elbo_vs_k: fmvae_k1") for s in shared)  # paper 001 by design
     paper = shared_pretraining(load_params(ROOT / "profiles" / "paper.yaml"))
