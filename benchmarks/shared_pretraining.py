@@ -92,8 +92,8 @@ def clone(root: Path, dst: Path) -> Path:
     return dst
 
 
-def _git_show(project: Path, path: str) -> str:
-    return subprocess.run(["git", "show", f"HEAD:{path}"], cwd=project, capture_output=True, check=True, text=True).stdout
+def _git(project: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=project, capture_output=True, check=True, text=True).stdout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if not project.exists():
         clone(root, project)
     params_path = project / "params.yaml"
-    raw = yaml.safe_load(_git_show(project, "params.yaml"))  # the committed params: reruns are idempotent
+    raw = yaml.safe_load(_git(project, "show", "HEAD:params.yaml"))  # the committed params: reruns are idempotent
     grown, moved = independent_replicates(raw)
     parse_params(grown)  # the one typed check, before any work
     if yaml.safe_load(params_path.read_text()) != grown:
@@ -116,15 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(moved)} run(s) on their own pretraining replicate: " + ", ".join(sorted(moved.values())))
     subprocess.run([sys.executable, "-m", "priorlab.repro", "-j", str(ns.jobs), STUDY], cwd=project,
                    env=pipeline_env(project), check=True)
-    shared = json.loads(_git_show(project, f"reports/{STUDY}/summary.json"))
+    shared = json.loads(_git(project, "show", f"HEAD:reports/{STUDY}/summary.json"))
     independent = json.loads((project / "reports" / STUDY / "summary.json").read_text())
     rows = compare(shared, independent)
     for r in rows:
         print(f"{r['key']:32s} shared {r['shared']['verdict']:15s} {r['shared']['effect']}\n"
               f"{'':32s} own    {r['independent']['verdict']:15s} {r['independent']['effect']}")
     if ns.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=project, capture_output=True,
-                                check=True, text=True).stdout.strip()
+        commit = _git(project, "rev-parse", "--short", "HEAD").strip()
         write_json(ns.out, {"commit": commit, "profile": raw.get("profile"), "moved_runs": moved, "claims": rows})
         print(f"wrote {ns.out}")
     return 0

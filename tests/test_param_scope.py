@@ -27,7 +27,7 @@ def _tracked_params(project: Path) -> dict[str, dict]:
 
     with Repo(str(project)) as repo:
         return {stage.name: {k: v for dep in stage.deps if isinstance(dep, ParamsDependency)
-                                   for k, v in dep.read_params().items()}
+                             for k, v in dep.read_params().items()}
                 for stage in repo.index.stages}
 
 
