@@ -186,12 +186,13 @@ def test_vsc_claims_need_the_runs():
     assert vsc_claims({}, {}, {}) == []
 
 
-def _elbo_runs(gain: float, seeds: int = 3) -> list[dict]:
+def _elbo_runs(gain: float, seeds: int = 3, shared: bool = False) -> list[dict]:
     rows = []
     for s in range(seeds):
         for i, k in enumerate((1, 4, 16, 64)):
             e = -110 + gain * min(i, 2) + 0.05 * s  # rises over the first two doublings, then flat
             rows.append({"run": f"k{k}-{s}", "group": FMVAE_GROUPS["elbo_vs_k"], "seed": s,
+                         "setup": "mnist" if shared or s == 0 else f"mnist_r{s}",
                          "test": {"elbo": e, "log_lik": e - 1, "kl": 1.0, "iw_log_likelihood": e + 1},
                          "model_extras": {"num_components": [k], "kl_z": 10.0 - i - 0.01 * s,
                                           "kl_r": 0.5 * i + 0.01 * s, "components_used": [k]}})
@@ -203,6 +204,16 @@ def test_fmvae_elbo_claims():
     assert v == dict.fromkeys(("001.elbo_rises", "001.elbo_saturates", "001.kl_r_rises", "001.kl_z_falls"), REPRODUCED)
     flat = _verdicts(elbo_vs_k_claims(elbo_vs_k_frame(_elbo_runs(0.0))))
     assert flat["001.elbo_rises"] == NOT_REPRODUCED  # a gain of 0 is below the 0.5-nat minimum effect
+
+
+def test_seeds_on_one_pretraining_are_one_unit():
+    """Three seeds on one pretraining: one unit, no interval, nothing decided (the seeds' own spread
+    would have reproduced every claim); on three pretrainings the same numbers decide."""
+    shared = elbo_vs_k_claims(elbo_vs_k_frame(_elbo_runs(1.0, shared=True)))
+    assert {c.verdict for c in shared} == {INCONCLUSIVE} and {c.n for c in shared} == {"1"}
+    assert all("no interval" in c.effect for c in shared)
+    own = elbo_vs_k_claims(elbo_vs_k_frame(_elbo_runs(1.0)))
+    assert {c.verdict for c in own} == {REPRODUCED} and {c.n for c in own} == {"3"}
 
 
 def test_semi_supervised_claims_and_the_report_section(tmp_path):

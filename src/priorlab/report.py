@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -104,38 +105,94 @@ def shared_pretraining(params: Params) -> list[str]:
     return out
 
 
-def claims_section(root: Path, shared: list[str] | None = None) -> list[str]:
-    """The paper claims of every experiment summary under ``root``, one table per experiment, the
-    verdict rule, where replicates share a pretraining (``shared``: :func:`shared_pretraining`), and
-    every changed criterion with its old and new verdict."""
-    from priorlab.studies.claims import claims_table
+TIMINGS = Path("reports/pipeline_timings_cpu.json")
+"""Measured stage walls of full cpu runs; its ``latest`` entry prices a claim's missing units."""
+GPU_HOURS = Path("reports/gpu/gpu_hours.json")
+"""The paper profile's GPU-hours per claim (``by_claim_gpu_hours``), estimated from the GPU records."""
+
+
+def stage_walls(path: Path = TIMINGS) -> dict[str, float]:
+    """Stage name -> wall seconds of the run named by the record's ``latest`` key ({} without one)."""
+    from priorlab.io import read_json
+
+    record = read_json(path) if Path(path).is_file() else {}
+    entry = record.get(record.get("latest", ""), {})
+    return {name: float(s["wall_s"]) for name, s in entry.get("stages", {}).items() if "wall_s" in s}
+
+
+def claim_gpu_hours(path: Path = GPU_HOURS) -> dict[str, float]:
+    from priorlab.io import read_json
+
+    return read_json(path).get("by_claim_gpu_hours", {}) if Path(path).is_file() else {}
+
+
+def missing_units_cost(claim: dict[str, Any], walls: dict[str, float], gpu: dict[str, float]) -> str:
+    """The price of the units an inconclusive claim lacks (``n_to_decide`` less its n): cpu minutes
+    from the measured walls of its evidence stages (their sum over its present units, per unit), and
+    GPU-hours from the paper profile's estimate for the claim (per planned paper unit)."""
+    need, parts = claim.get("n_to_decide"), claim.get("parts", [])
+    if not need or not parts:
+        return ""
+    n_now = min(int(p["n"]) for p in parts)
+    extra = max(need - n_now, 0)
+    matched = sum(w for s, w in walls.items() if any(fnmatch.fnmatchcase(s, pat) for pat in claim.get("evidence", [])))
+    out = [f"+{extra} units"]
+    if matched and n_now:
+        out.append(f"≈ {extra * matched / n_now / 60:.0f} cpu-min")
+    key, paper_n = claim.get("criterion_key") or claim["key"].split("/")[0], claim.get("planned_n", {}).get("paper")
+    if key in gpu and paper_n:
+        out.append(f"≈ {extra * gpu[key] / paper_n:.1f} GPU-h")
+    return ": ".join([out[0], ", ".join(out[1:])]) if len(out) > 1 else out[0]
+
+
+def claims_section(root: Path, shared: list[str] | None = None, profile: str | None = None,
+                   walls: dict[str, float] | None = None, gpu: dict[str, float] | None = None) -> list[str]:
+    """The paper claims of every experiment summary under ``root``, one table per experiment (n against
+    the plan of ``profile``; an inconclusive claim's lean, the n that decides it and the price of the
+    missing units from ``walls`` / ``gpu``), the verdict rule, the units, where replicates share a
+    pretraining (``shared``: :func:`shared_pretraining`), the counts by verdict and lean, the claims
+    below their plan, and every changed criterion with its old and new verdict."""
+    from priorlab.studies.claims import AGAINST, FOR, UNITS, claims_table
     from priorlab.studies.criteria import changes_table
+
+    walls, gpu = walls or {}, gpu or {}
+
+    def cost(c: dict[str, Any]) -> str:
+        return missing_units_cost(c, walls, gpu)
 
     lines, every = [], []
     for name, summary in experiment_summaries(root):
         every += summary["claims"]
         lines += [f"### {summary['title']}", "", f"Details, figures and definitions: [{name}/README.md]"
-                  f"({name}/README.md).", "", *(claims_table(summary["claims"]) or ["_no claim tested._"]), ""]
+                  f"({name}/README.md).", "", *(claims_table(summary["claims"], profile, cost) or ["_no claim tested._"]),
+                  ""]
     if not lines:
         return []
     counts = {v: sum(c["verdict"] == v for c in every) for v in dict.fromkeys(c["verdict"] for c in every)}
+    leaning = {side: sum(c.get("lean") == side for c in every) for side in (FOR, AGAINST)}
+    below = [f"{c['key']} (n {c['n']}, plan {c['planned_n'][profile]})" for c in every
+             if profile in c.get("planned_n", {}) and c["parts"] and min(int(p["n"]) for p in c["parts"])
+             < c["planned_n"][profile]]
+    used = dict.fromkeys(c.get("unit") for c in every if c.get("unit"))
     changed = changes_table(every)
     return ["## Paper claims", "",
-            "Each claim is an effect with its 95 % interval over independent units (seeds, data sets, splits; "
-            "n per part) and a verdict: **reproduced** iff the interval lies wholly on the claim's side of the "
-            "threshold, **not reproduced** iff wholly on the other side, **inconclusive** otherwise (one run gives "
-            "no interval, so it decides nothing), **untestable** when a stated precondition fails (a score at its "
-            "noise floor, a ceiling that did not plateau). Criteria and their history: "
-            "`src/priorlab/studies/criteria.py`; a *not reproduced* is a result, not a bug report. The `paper` "
-            "profile (`make profile PROFILE=paper`, GPU) keeps the papers' settings. Papers 000, 003 and 004 train "
-            "every replicate from scratch; the runs of papers 001 and 002 start from a pretraining (001 by design: "
-            "pretraining → prior initialisation → joint training; 002: the spike pre-training of VSC, the N(0, I) "
-            "VAE of the baselines). A seed on a setup replicate (`setups.<name>.seed`) has its own; where seeds "
-            "share one, their intervals are conditional on it: "
-            + ("; ".join(shared) if shared else "none") + ". How much that narrows them: "
-            "`python -m benchmarks.shared_pretraining` reruns the shared VSC seeds each on its own replicate and "
-            "compares every paper 002 claim (cpu record: `reports/shared_pretraining_cpu.json`).", "",
-            "Verdicts at this profile: " + ", ".join(f"{v} {n}" for v, n in counts.items()) + ".", "", *lines,
+            "Each claim is an effect with its 95 % interval over independent units (n per part) and a verdict: "
+            "**reproduced** iff the interval lies wholly on the claim's side of the threshold, **not reproduced** "
+            "iff wholly on the other side, **inconclusive** otherwise (one unit gives no interval, so it decides "
+            "nothing), **untestable** when a stated precondition fails (a score at its noise floor, a ceiling that "
+            "did not plateau). Each criterion was written with its plan: the unit its n counts and the n per arm "
+            "of every profile, fixed (no extension rule: a larger n is a new plan, entered in the history before "
+            "its numbers). An inconclusive verdict says which way its estimate leans and the n per arm at which "
+            "the interval's half-width would fall below the estimate's distance to the threshold at the observed "
+            "spread, with the price of the missing units (cpu minutes from the measured stage walls of "
+            "`reports/pipeline_timings_cpu.json`, GPU-hours from `reports/gpu/gpu_hours.json`). Criteria, plans "
+            "and their history: `src/priorlab/studies/criteria.py`; a *not reproduced* is a result, not a bug "
+            "report. The `paper` profile (`make profile PROFILE=paper`, GPU) keeps the papers' settings.", "",
+            "Units: " + "; ".join(f"*{u}*: {UNITS.get(u, u)}" for u in used) + ". Where seeds share a pretraining "
+            "they are one unit: " + ("; ".join(shared) if shared else "none") + ".", "",
+            "Verdicts at this profile: " + ", ".join(f"{v} {n}" for v, n in counts.items())
+            + f" (of the inconclusive, leaning {FOR} {leaning[FOR]}, {AGAINST} {leaning[AGAINST]}). Below their "
+            "plan here: " + ("; ".join(below) if below else "none") + ".", "", *lines,
             *(["### Criteria changed, with the verdict before and after", "", *changed, ""] if changed else [])]
 
 
@@ -164,7 +221,7 @@ def write_report(params: Params, results: list[dict[str, Any]], path: str | Path
         "",
         settings_frame(params).to_markdown(index=False),
         "",
-        *claims_section(path.parent, shared_pretraining(params)),
+        *claims_section(path.parent, shared_pretraining(params), params.profile, stage_walls(), claim_gpu_hours()),
         "## Summary (mean ± std over seeds)",
         "",
     ]

@@ -185,8 +185,8 @@ def check_beta_grid(key: str, grid: dict[str, list[float]], validation_fraction:
 class SparseVaeRealParams:
     """A real-data study of paper 003 (``sparse_vae_study.movielens`` / ``.single_cell``): every
     ``models`` entry (kinds vae / sparse_vae / vsc) with ``latent_dim`` latents and MLP ``hidden``
-    widths trained with ``train`` on each of ``splits`` random splits (split s = seed s,
-    ``test_fraction`` of the rows held out), plus scikit-learn NMF (``nmf_alpha`` = C.3's alpha on
+    widths trained with ``train`` on each of ``splits`` disjoint held-out folds (split s = fold s of
+    round(1 / ``test_fraction``), models seeded with s), plus scikit-learn NMF (``nmf_alpha`` = C.3's alpha on
     W and H). ``models: []`` = off. MovieLens: the ``n_items`` most-rated movies, users with more
     than ``min_user_positives`` positives, fold-in of ``foldin_fraction`` of each held-out user's
     items (Liang et al. 2018), Recall@``recall_k`` and NDCG@``ndcg_k``; likelihood multinomial.
@@ -226,6 +226,9 @@ class SparseVaeRealParams:
                 raise ParamsError(f"{key}.{name} must be in (0, 1), got {getattr(self, name)}")
         if max(self.recall_k, self.ndcg_k) > self.n_items:
             raise ParamsError(f"{key}.recall_k and ndcg_k must be <= n_items ({self.n_items})")
+        if self.splits > round(1 / self.test_fraction):
+            raise ParamsError(f"{key}.splits {self.splits}: the held-out folds are disjoint, so at most "
+                              f"round(1 / test_fraction) = {round(1 / self.test_fraction)} of them")
         _one_of(f"{key}.preprocess", self.preprocess, ("quantile", "counts"))
         for i, h in enumerate(self.hidden):
             _positive(f"{key}.hidden[{i}]", h)

@@ -13,6 +13,27 @@ from typing import Sequence
 import numpy as np
 
 
+def heldout_rows(n: int, test_fraction: float, random_state, fold: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted (train, test) row indices of ``n`` rows, ``round(test_fraction · n)`` held out.  Without
+    ``fold``: the first rows of a permutation drawn with ``random_state``.  With ``fold = k``: block k
+    of that permutation cut into ``round(1 / test_fraction)`` near-equal blocks, so that the test rows
+    of different folds are disjoint (k-fold cross-validation; the training rows of two folds overlap)."""
+    if not 0.0 < float(test_fraction) < 1.0:
+        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    perm = as_random_state(random_state).permutation(n)
+    if fold is None:
+        n_test = int(round(n * float(test_fraction)))
+        if not 0 < n_test < n:
+            raise ValueError(f"test_fraction {test_fraction} leaves an empty split of {n} rows")
+        return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+    folds = int(round(1.0 / float(test_fraction)))
+    if not 0 <= fold < folds or folds < 2 or folds > n:
+        raise ValueError(f"fold {fold} of {folds} (test_fraction {test_fraction}) on {n} rows: need 0 <= fold < "
+                         f"{folds} <= rows")
+    blocks = np.array_split(perm, folds)
+    return np.sort(np.concatenate(blocks[:fold] + blocks[fold + 1:])), np.sort(blocks[fold])
+
+
 def as_random_state(random_state) -> np.random.RandomState:
     """Return a ``numpy.random.RandomState`` from a seed or an existing state."""
     if isinstance(random_state, np.random.RandomState):

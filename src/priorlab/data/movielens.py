@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from priorlab.data import packaged
-from priorlab.data.base import as_random_state
+from priorlab.data.base import heldout_rows
 from priorlab.errors import DataError
 
 FILE_SHA256 = "f11eb406d322dbeff4445a4e4954b6a37b6c210af3f2142310e895d2ee15f3c5"
@@ -129,19 +129,16 @@ def binarise_ratings(frame, n_movies: int = 300, min_user_positives: int = 20, t
 
 
 def load_movielens(path: str | os.PathLike | None = None, n_movies: int = 300, min_user_positives: int = 20,
-                   test_fraction: float = 0.2, random_state=0, expected_sha256: str | None = None) -> dict:
+                   test_fraction: float = 0.2, random_state=0, expected_sha256: str | None = None,
+                   fold: int | None = None) -> dict:
     """Binarised MovieLens split by users: ``x_train``, ``x_test`` uint8 [users, G]; ``titles``,
     ``movie_ids`` [G]; ``user_ids_train``, ``user_ids_test``. The split is a random permutation
-    (explicit ``random_state``) with ``round(test_fraction · users)`` test users."""
+    (explicit ``random_state``) with ``round(test_fraction · users)`` test users, or with ``fold`` one
+    of its disjoint held-out folds (:func:`priorlab.data.base.heldout_rows`)."""
     if not 0.0 < float(test_fraction) < 1.0:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
     out = binarise_ratings(read_ratings(path, expected_sha256), n_movies, min_user_positives)
-    n = out["x"].shape[0]
-    n_test = int(round(n * float(test_fraction)))
-    if not 0 < n_test < n:
-        raise ValueError(f"test_fraction {test_fraction} leaves an empty split of {n} users")
-    perm = as_random_state(random_state).permutation(n)
-    test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    train, test = heldout_rows(out["x"].shape[0], test_fraction, random_state, fold)
     return {
         "x_train": out["x"][train], "x_test": out["x"][test],
         "titles": out["titles"], "movie_ids": out["movie_ids"],

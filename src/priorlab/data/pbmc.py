@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from priorlab.data import packaged
-from priorlab.data.base import as_random_state
+from priorlab.data.base import heldout_rows
 from priorlab.errors import DataError
 
 FILE_SHA256 = "e71d41e737c941559b7c57c9243bdb3d2c889c2adfdf00e3422ac6b46783676f"
@@ -105,21 +105,17 @@ def counts_from_raw(raw: np.ndarray, n_counts: np.ndarray) -> tuple[np.ndarray, 
 
 
 def load_pbmc(path: str | os.PathLike | None = None, test_fraction: float = 0.2, random_state=0,
-              expected_sha256: str | None = None) -> dict:
+              expected_sha256: str | None = None, fold: int | None = None) -> dict:
     """Integer counts split by cells: ``x_train``, ``x_test`` int32 [cells, 765]; ``y_train``,
     ``y_test`` int64 cell-type codes; ``label_names`` [10]; ``gene_names`` [765]; ``integer_share``,
-    ``integer_share_nonzero`` (float arrays of shape ()). Random split, explicit ``random_state``."""
+    ``integer_share_nonzero`` (float arrays of shape ()). Random split, explicit ``random_state``; with
+    ``fold``, one of its disjoint held-out folds (:func:`priorlab.data.base.heldout_rows`)."""
     if not 0.0 < float(test_fraction) < 1.0:
         raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
     source = find_pbmc(path)
     parsed = read_h5ad_raw(packaged.read_verified_bytes(SPEC, source, expected_sha256), str(source))
     counts, stats = counts_from_raw(parsed["raw"], parsed["n_counts"])
-    n = counts.shape[0]
-    n_test = int(round(n * float(test_fraction)))
-    if not 0 < n_test < n:
-        raise ValueError(f"test_fraction {test_fraction} leaves an empty split of {n} cells")
-    perm = as_random_state(random_state).permutation(n)
-    test, train = np.sort(perm[:n_test]), np.sort(perm[n_test:])
+    train, test = heldout_rows(counts.shape[0], test_fraction, random_state, fold)
     return {
         "x_train": counts[train], "x_test": counts[test],
         "y_train": parsed["labels"][train], "y_test": parsed["labels"][test],

@@ -4,12 +4,15 @@ Every function returns the point estimate, the interval and the number of indepe
 rests on (seeds, data sets, splits, runs).  With fewer than two units no spread can be estimated:
 the interval is (−∞, ∞) and any claim resting on it is inconclusive — one run decides nothing.
 
+* :func:`unit_means`: replicates that share a unit (seeds on one pretraining) averaged into one value
+  first, so that n counts independent units.
 * :func:`mean_t` / :func:`paired_difference` / :func:`welch_difference`: Student-t intervals of a
   mean, a mean paired difference and an unpaired difference of means (Welch–Satterthwaite df).
 * :func:`bootstrap`: percentile bootstrap of any statistic of paired units (e.g. the median of
   per-data-set differences), with an explicit ``random_state``.
 * :func:`clopper_pearson` (exact binomial) and :func:`newcombe_difference` (difference of two
-  independent proportions, Newcombe's hybrid Wilson score interval, method 10 of Newcombe 1998).
+  independent proportions, Newcombe's hybrid Wilson score interval, method 10 of Newcombe 1998);
+  :func:`newcombe_paired_difference` (two proportions on the same units: method 10 of Newcombe 1998b).
 * :func:`accuracy`: a mean test accuracy over replicates scored on one shared test set, its binomial
   variance added to the between-replicate variance; :func:`ratio` carries both uncertainties into a ratio
   (delta method), e.g. an accuracy as a share of a supervised ceiling.
@@ -64,6 +67,17 @@ def _clean(values) -> np.ndarray:
     if np.isnan(v).any():
         raise ValueError("an interval over values containing NaN: drop or report the missing units first")
     return v
+
+
+def unit_means(values: Sequence[float], units: Sequence) -> np.ndarray:
+    """The mean of ``values`` within each of ``units`` (first-seen order): replicates that share a unit
+    (seeds on one pretraining) become one number, so an interval over the result counts units, not
+    seeds (a two-level design analysed on its top level; equal weight per unit)."""
+    v = _clean(values)
+    if len(v) != len(units):
+        raise ValueError(f"{len(v)} values for {len(units)} unit labels")
+    order = list(dict.fromkeys(units))
+    return np.array([v[[u == key for u in units]].mean() for key in order], dtype=float)
 
 
 def mean_t(values: Sequence[float], level: float = LEVEL, method: str = "t") -> Estimate:
@@ -150,6 +164,28 @@ def newcombe_difference(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL
     lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
     hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
     return Estimate(d, lo, hi, min(n1, n2), "Newcombe")
+
+
+def newcombe_paired_difference(a: int, b: int, c: int, d: int, level: float = LEVEL) -> Estimate:
+    """``(b − c) / n`` of two proportions measured on the same ``n`` units (a 2×2 table: ``a`` both
+    succeed, ``b`` only the first, ``c`` only the second, ``d`` neither), Newcombe's (1998b) method 10:
+    Wilson intervals of both margins combined by square-and-add with the correlation φ of the table
+    (its numerator ad − bc less n/2 when positive, floored at 0; φ = 0 when a margin is empty)."""
+    n = a + b + c + d
+    if min(a, b, c, d) < 0:
+        raise ValueError(f"a 2x2 table needs non-negative counts, got {(a, b, c, d)}")
+    if n == 0:
+        return Estimate(float("nan"), -1.0, 1.0, 0, "Newcombe paired")
+    p1, p2 = (a + b) / n, (a + c) / n
+    l1, u1 = wilson(a + b, n, level)
+    l2, u2 = wilson(a + c, n, level)
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    num = a * d - b * c
+    phi = 0.0 if margins == 0 else (max(num - n / 2, 0.0) if num > 0 else num) / math.sqrt(margins)
+    diff = p1 - p2
+    lo = diff - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    hi = diff + math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
+    return Estimate(diff, lo, hi, n, "Newcombe paired")
 
 
 def accuracy(values: Sequence[float], n_test: int, level: float = LEVEL) -> Estimate:

@@ -45,6 +45,14 @@ def group_runs(params: Params, *groups: str, trained: bool = False) -> list[str]
             if spec.group in groups and (not trained or is_trained(params, r))]
 
 
+def pretraining_unit(params: Params, run: str) -> str:
+    """The independent unit a run belongs to: the setup whose pretraining it starts from (every seed on
+    one pretraining shares it; a setup replicate ``setups.<name>.seed`` is a unit of its own), or the
+    run itself where its setup is not pretrained (trained from scratch)."""
+    setup = params.run(run).setup
+    return setup if params.setup(setup).pretraining else run
+
+
 def load_trained(params: Params, run: str) -> tuple[VAE, Dataset]:
     """The trained model of ``run`` (eval mode) and the data set of its setup."""
     from priorlab.pipeline import load_model, load_setup_data

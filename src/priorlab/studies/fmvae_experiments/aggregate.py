@@ -11,20 +11,21 @@ import pandas as pd
 
 from priorlab.studies.criteria import ACCURACY_GOAL
 from priorlab.studies.fmvae_experiments import NAME
-from priorlab.studies.fmvae_experiments.supervised_ceiling import ceiling_for, relative_verdict
+from priorlab.studies.fmvae_experiments.supervised_ceiling import ceiling_for, ceiling_setup, relative_verdict
 
 GROUPS = {key: f"{NAME}/{key}" for key in ("elbo_vs_k", "semi_supervised", "factorial")}
 
 
 def elbo_vs_k_frame(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run of the ELBO-vs-K group: K, seed and the eq. 11 terms (nats per test point)."""
+    """One row per run of the ELBO-vs-K group: K, seed, its unit (the pretrained setup it starts from)
+    and the eq. 11 terms (nats per test point)."""
     rows = []
     for r in results:
         extra = r.get("model_extras")
         if r.get("group") != GROUPS["elbo_vs_k"] or extra is None or len(extra["num_components"]) != 1:
             continue
         k = extra["num_components"][0]
-        rows.append({"run": r["run"], "K": k, "log2K": float(np.log2(k)), "seed": r["seed"],
+        rows.append({"run": r["run"], "K": k, "log2K": float(np.log2(k)), "seed": r["seed"], "unit": r["setup"],
                      "elbo": r["test"]["elbo"], "log_lik": r["test"]["log_lik"], "kl_z": extra["kl_z"],
                      "kl_r": extra["kl_r"], "kl": r["test"]["kl"], "iw_log_likelihood": r["test"]["iw_log_likelihood"],
                      "components_used": extra["components_used"][0]})
@@ -42,9 +43,10 @@ def semi_supervised_entry(params, name: str, r: dict[str, Any], ceilings: dict[s
     """Accuracy, both criteria and the supervised ceilings (all resolutions) of a semi-supervised run."""
     extra = r["model_extras"]
     acc, factor = extra.get("heldout_accuracy"), extra.get("supervised_factor")
-    found = ceiling_for(ceilings, params.run(name).setup, factor)
+    setup = params.run(name).setup
+    found = ceiling_for(ceilings, ceiling_setup(params, setup), factor)
     native = found["resolutions"][found["native"]] if found else None
-    return {"supervised_factor": factor, "heldout_accuracy": acc, "goal": ACCURACY_GOAL,
+    return {"supervised_factor": factor, "heldout_accuracy": acc, "goal": ACCURACY_GOAL, "unit": setup,
             "reached": acc is not None and acc >= ACCURACY_GOAL,
             "labelled_fraction": r["model_params"]["labelled_fraction"],
             "delta": r["model_params"]["delta"], "ceiling": native["accuracy"] if native else None,

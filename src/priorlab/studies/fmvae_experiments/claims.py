@@ -11,22 +11,25 @@ import pandas as pd
 
 from priorlab.studies.claims import Claim, fmt
 from priorlab.studies.criteria import criterion
-from priorlab.studies.intervals import Estimate, accuracy, mean_t, paired_difference, ratio, slope
+from priorlab.studies.intervals import Estimate, accuracy, mean_t, paired_difference, ratio, slope, unit_means
 
 SATURATION = 0.25  # "saturates": the last doubling gains at most this share of the total gain (001.elbo_saturates)
 
 
 def elbo_vs_k_claims(frame: pd.DataFrame) -> list[Claim]:
     """The fig. 3 claims (criteria ``001.elbo_rises``, ``001.elbo_saturates``, ``001.kl_r_rises``,
-    ``001.kl_z_falls``), the seed the unit: per seed the largest-K vs K = 1 ELBO difference, the
-    last doubling's gain against 25 % of the total gain, and the slopes of KL[r], KL[z] on log2 K."""
+    ``001.kl_z_falls``), the pretraining the unit (the runs of every K on one pretraining are paired;
+    seeds on one pretraining averaged first): per unit the largest-K vs K = 1 ELBO difference, the last
+    doubling's gain against 25 % of the total gain, and the slopes of KL[r], KL[z] on log2 K."""
     if frame.empty or frame["K"].nunique() < 3:
         return []
     ks = sorted(int(k) for k in frame["K"].unique())
     k1, prev, last = ks[0], ks[-2], ks[-1]
-    wide = {c: frame.pivot(index="seed", columns="K", values=c).dropna() for c in ("elbo", "kl_r", "kl_z")}
+    unit = frame["unit"] if "unit" in frame else frame["seed"]
+    means = frame.assign(unit=unit).groupby(["unit", "K"], sort=False)[["elbo", "kl_r", "kl_z"]].mean()
+    wide = {c: means[c].unstack("K").dropna() for c in ("elbo", "kl_r", "kl_z")}
     e = wide["elbo"]
-    seeds = f"{len(e)} seeds"
+    seeds = f"{len(e)} pretrainings, {frame['seed'].nunique()} seeds"
     gain, last_gain = e[last] - e[k1], e[last] - e[prev]
     claims = [
         criterion("001.elbo_rises").decide([("", paired_difference(e[last], e[k1]))],
@@ -45,7 +48,8 @@ def elbo_vs_k_claims(frame: pd.DataFrame) -> list[Claim]:
 
 
 def semi_supervised_claims(semi: dict[str, dict[str, Any]], models: dict[str, str], n_test: int) -> list[Claim]:
-    """Sec. 4.2 per semi-supervised model (its runs over seeds): the absolute criterion written first
+    """Sec. 4.2 per semi-supervised model (its runs over pretraining units, the seeds of one averaged
+    first): the absolute criterion written first
     (``001.semi_supervised``: mean held-out accuracy, seed spread + test-set binomial) and the
     relative one (``001.semi_supervised_relative``: accuracy / supervised ceiling, untestable when the
     ceiling did not plateau)."""
@@ -56,8 +60,9 @@ def semi_supervised_claims(semi: dict[str, dict[str, Any]], models: dict[str, st
     for runs in by_model.values():
         r0 = semi[runs[0]]
         subject = f"{r0['supervised_factor']}, {r0['labelled_fraction']:.0%} labels"
-        accs = [semi[r]["heldout_accuracy"] for r in runs if semi[r]["heldout_accuracy"] is not None]
-        acc = accuracy(accs, n_test)
+        scored = [r for r in runs if semi[r]["heldout_accuracy"] is not None]
+        accs = [semi[r]["heldout_accuracy"] for r in scored]
+        acc = accuracy(unit_means(accs, [semi[r].get("unit", r) for r in scored]) if accs else [], n_test)
         runs_text = f"{len(accs)} seeds: {fmt(accs)}"
         claims.append(criterion("001.semi_supervised").decide([("", acc)] if accs else [], runs_text, subject=subject))
         c, plateaued, c_n = r0.get("ceiling"), r0.get("ceiling_plateaued"), r0.get("ceiling_n_test")

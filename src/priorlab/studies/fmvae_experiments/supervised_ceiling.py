@@ -21,6 +21,7 @@ weights with the best validation accuracy: the points the semi-supervised runs a
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shutil
 import time
 from typing import TYPE_CHECKING, Any
@@ -178,5 +179,17 @@ def ceiling_for(ceilings: dict[str, Any], setup: str, factor: str) -> dict[str, 
     return ceilings.get("targets", {}).get(f"{setup}:{factor}")
 
 
-__all__ = ["RELATIVE_GOAL", "accuracy", "ceiling_for", "ceiling_of", "relative_verdict", "run_supervised_ceiling",
+def ceiling_setup(params: Params, setup: str) -> str:
+    """The ``supervised_ceiling.targets`` setup that measures ``setup``'s ceiling: itself, or the target
+    it is a pretraining replicate of (equal but for ``seed``: the same data and encoder, and the
+    ceiling trains from scratch, so a replicate's ceiling is its original's)."""
+    targets = params.supervised_ceiling.targets
+    if setup in targets:
+        return setup
+    own = params.setup(setup)
+    return next((t for t in targets if t in params.setups and dataclasses.replace(params.setup(t), seed=own.seed) == own),
+                setup)
+
+
+__all__ = ["RELATIVE_GOAL", "accuracy", "ceiling_for", "ceiling_of", "ceiling_setup", "relative_verdict", "run_supervised_ceiling",
            "should_stop", "train_classifier"]

@@ -3,7 +3,8 @@
 NDCG@10; table 3a: top movies per factor) and single-cell cell-type prediction (table 4, on scanpy's
 PBMC 68k reduced instead of Zeisel).
 
-Both run ``splits`` random splits by rows (split s: permutation seed s, models seeded with s);
+Both run ``splits`` disjoint held-out folds of rows (split s: fold s of one permutation drawn with
+``FOLD_SEED`` cut into round(1 / test_fraction) blocks; models seeded with s);
 every ``models`` entry is trained from scratch in-process by the shared trainer (seconds each at
 the cpu scale), scikit-learn NMF (C.3: ``alpha`` on W and H; sklearn ≥ 1.0 spells it
 ``alpha_W = alpha_H``) is fitted on the training rows.  A ``beta_grid`` entry (MovieLens only) is
@@ -45,6 +46,7 @@ from priorlab.io import write_json, write_json_folder
 from priorlab.models.protocol import ElboModel
 
 TOP_MOVIES = 4  # table 3a
+FOLD_SEED = 0  # the one permutation whose blocks are the held-out folds (issue 42: disjoint test rows)
 MIN_FOLDIN_ITEMS = 5  # Liang et al.: users with fewer items are not split
 NLL_FLOOR = 1e-10
 
@@ -163,7 +165,7 @@ def movielens_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, Any]
     topics: dict[str, Any] = {}
     for split in range(study.splits):
         d = load_movielens(n_movies=study.n_items, min_user_positives=study.min_user_positives,
-                           test_fraction=study.test_fraction, random_state=split)
+                           test_fraction=study.test_fraction, random_state=FOLD_SEED, fold=split)
         x_tr, x_te = d["x_train"].astype(np.float64), d["x_test"].astype(np.float64)
         foldin, heldout = foldin_split(x_te, study.foldin_fraction, np.random.RandomState(split))
 
@@ -193,7 +195,7 @@ def single_cell_split(study: SparseVaeRealParams, split: int) -> dict[str, np.nd
     (reference = training cells) or raw counts."""
     from priorlab.data.pbmc import load_pbmc, quantile_normalise, quantile_reference, top_variable_features
 
-    d = load_pbmc(test_fraction=study.test_fraction, random_state=split)
+    d = load_pbmc(test_fraction=study.test_fraction, random_state=FOLD_SEED, fold=split)
     keep = top_variable_features(d["x_train"], min(study.n_items, d["x_train"].shape[1]))
     x_tr, x_te = d["x_train"][:, keep].astype(np.float64), d["x_test"][:, keep].astype(np.float64)
     if study.preprocess == "quantile":

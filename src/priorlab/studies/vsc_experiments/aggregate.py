@@ -14,7 +14,7 @@ from priorlab import metrics
 from priorlab.config import Params
 from priorlab.io import read_json
 from priorlab.models.vsc import VSC
-from priorlab.studies.runs import encode, group_runs, load_trained, metrics_file
+from priorlab.studies.runs import encode, group_runs, load_trained, metrics_file, pretraining_unit
 from priorlab.studies.vsc_experiments import NAME
 from priorlab.studies.vsc_experiments.scores import (class_activations, class_similarity, smiley_scores,
                                                      source_correlation, spike_probabilities, spike_statistics)
@@ -68,7 +68,7 @@ def smiley_results(params: Params, test_sets: dict[str, tuple]) -> tuple[dict[st
                           data.arrays["sources_test"]), **test_sets}
         spec = params.run(run)
         results[run] = {"label": _label(params, run), "latent_dim": params.setup(spec.setup).latent_dim,
-                        "model": spec.model, "seed": spec.seed}
+                        "model": spec.model, "seed": spec.seed, "unit": pretraining_unit(params, run)}
         if isinstance(model, VSC):
             results[run]["spikes"] = spike_statistics(
                 spike_probabilities(model, data.prepare(torch.as_tensor(sets["fresh"][0][:, None]))))
@@ -145,7 +145,8 @@ def fashion_replicates(params: Params) -> tuple[str | None, dict[str, dict], dic
             a = class_activations(g_, d.labels("test"))
             sim_ = class_similarity(a)
             fitted[other] = (m, d, g_, a, sim_)
-            replicates[other] = {"seed": params.run(other).seed, "spikes": spike_statistics(g_),
+            replicates[other] = {"seed": params.run(other).seed, "unit": pretraining_unit(params, other),
+                                 "spikes": spike_statistics(g_),
                                  "tshirt_shirt_minus_trouser": float(sim_[0, 6] - sim_[0, 1]),
                                  "sneaker_boot_minus_trouser_bag": float(sim_[7, 9] - sim_[1, 8])}
     return run, replicates, fitted

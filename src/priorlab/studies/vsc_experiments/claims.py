@@ -7,7 +7,7 @@ import numpy as np
 
 from priorlab.studies.claims import Claim, fmt
 from priorlab.studies.criteria import criterion
-from priorlab.studies.intervals import mean_t, welch_difference
+from priorlab.studies.intervals import mean_t, unit_means, welch_difference
 
 
 def _by_kind(smiley: dict, kind: str, chosen: dict[str, str]) -> dict[int, list[dict]]:
@@ -18,12 +18,22 @@ def _by_kind(smiley: dict, kind: str, chosen: dict[str, str]) -> dict[int, list[
         family = r["label"].split(" ")[0]
         if family == kind and (kind != "β-VAE" or chosen.get(str(r["latent_dim"])) == r["model"]):
             out.setdefault(int(r["latent_dim"]), []).append(
-                {"run": run, **r["fresh"], **({"spikes": r["spikes"]} if "spikes" in r else {})})
+                {"run": run, "unit": r.get("unit", run), **r["fresh"],
+                 **({"spikes": r["spikes"]} if "spikes" in r else {})})
     return dict(sorted(out.items()))
 
 
 def _values(entries: list[dict], key: str) -> list[float]:
     return [float(e[key]) for e in entries]
+
+
+def _units(entries: list[dict], key: str) -> np.ndarray:
+    """One value per independent unit (pretraining): the mean of ``key`` over the unit's seeds."""
+    return unit_means(_values(entries, key), [e["unit"] for e in entries])
+
+
+def _spikes(entries: list[dict]) -> np.ndarray:
+    return unit_means([e["spikes"]["input_dependent_dims"] for e in entries], [e["unit"] for e in entries])
 
 
 def vsc_claims(smiley: dict, elbo: dict, fashion: dict) -> list[Claim]:
@@ -40,23 +50,23 @@ def vsc_claims(smiley: dict, elbo: dict, fashion: dict) -> list[Claim]:
     if len(vsc) >= 2:
         lo, hi = min(vsc), max(vsc)
         claims.append(criterion("002.vsc_contrast_kept").decide(
-            [("", welch_difference(_values(vsc[hi], "contrast"), _values(vsc[lo], "contrast")))],
+            [("", welch_difference(_units(vsc[hi], "contrast"), _units(vsc[lo], "contrast")))],
             f"VSC contrast {sizes(vsc)}; block purity " +
             ", ".join(f"d={k}: {fmt(_values(v, 'block_purity'))}" for k, v in vsc.items())))
         used = _values(vsc[hi], "used_latents")
         claims.append(criterion("002.vsc_used_latents").decide(
-            [("", mean_t(used))], f"d={hi}: used latents {fmt(used, 0)}, active dims "
+            [("", mean_t(_units(vsc[hi], "used_latents")))], f"d={hi}: used latents {fmt(used, 0)}, active dims "
                                   f"{fmt(_values(vsc[hi], 'active_dims'), 0)}"))
     for key, name, fam in (("002.beta_vae_degrades", "β-VAE", bvae), ("002.beta_tcvae_degrades", "β-TCVAE", tc)):
         if len(fam) >= 2:
             lo, hi = min(fam), max(fam)
             claims.append(criterion(key).decide(
-                [("", welch_difference(_values(fam[lo], "contrast"), _values(fam[hi], "contrast")))],
+                [("", welch_difference(_units(fam[lo], "contrast"), _units(fam[hi], "contrast")))],
                 f"{name} contrast {sizes(fam)}" + (f" (β per d: {chosen})" if name == "β-VAE" else "")))
     both = sorted(set(vsc) & set(bvae))
     if both:
         claims.append(criterion("002.vsc_beats_beta_vae").decide(
-            [(f"d={d}", welch_difference(_values(vsc[d], "contrast"), _values(bvae[d], "contrast"))) for d in both],
+            [(f"d={d}", welch_difference(_units(vsc[d], "contrast"), _units(bvae[d], "contrast"))) for d in both],
             "; ".join(f"d={d}: {fmt(_values(vsc[d], 'contrast'))} vs {fmt(_values(bvae[d], 'contrast'))}"
                       for d in both)))
     rows = elbo.get("rows", [])
@@ -78,19 +88,20 @@ def vsc_claims(smiley: dict, elbo: dict, fashion: dict) -> list[Claim]:
         claims.append(criterion("002.vsc_elbo_comparable").decide(
             parts, f"VSC mean ELBO {fmt([np.mean(e) for _, e in vsc_rows], 2)}, "
                    f"β-VAE span [{lo:.2f}, {max(bvae_m):.2f}]"))
-    spikes = [(f"Smiley d={d}", [e["spikes"]["input_dependent_dims"] for e in v if "spikes" in e])
-              for d, v in vsc.items()]
     reps = fashion.get("replicates", {})
+    fashion_entries = [{"unit": r.get("unit", name), **r} for name, r in reps.items()]
+    spikes = [(f"Smiley d={d}", [e for e in v if "spikes" in e]) for d, v in vsc.items()]
     if reps:
-        spikes.append(("Fashion-MNIST", [r["spikes"]["input_dependent_dims"] for r in reps.values()]))
+        spikes.append(("Fashion-MNIST", fashion_entries))
     spikes = [(n, v) for n, v in spikes if v]
     if spikes:
         claims.append(criterion("002.spikes_input_dependent").decide(
-            [(n, mean_t(v)) for n, v in spikes],
-            "; ".join(f"{n}: {fmt(v, 0)} input-dependent dims" for n, v in spikes)))
+            [(n, mean_t(_spikes(v))) for n, v in spikes],
+            "; ".join(f"{n}: {fmt([e['spikes']['input_dependent_dims'] for e in v], 0)} input-dependent dims"
+                      for n, v in spikes)))
     if reps:
-        a = [r["tshirt_shirt_minus_trouser"] for r in reps.values()]
-        b = [r["sneaker_boot_minus_trouser_bag"] for r in reps.values()]
+        a = _units(fashion_entries, "tshirt_shirt_minus_trouser")
+        b = _units(fashion_entries, "sneaker_boot_minus_trouser_bag")
         dependent = [r["spikes"]["input_dependent_dims"] for r in reps.values()]
         failed = ("" if max(dependent) >= 1
                   else "no Fashion-MNIST VSC spike depends on the input (γ std ≤ 0.1 in every dim)")
