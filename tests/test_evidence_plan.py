@@ -253,3 +253,77 @@ def test_more_folds_than_the_test_fraction_allows_is_a_params_error():
     study = dataclasses.replace(params.sparse_vae_study.movielens, splits=6)
     with pytest.raises(ParamsError, match="at most round"):
         study.check("sparse_vae_study.movielens", params)
+
+
+def test_missing_units_are_priced_from_the_measured_walls(tmp_path):
+    from priorlab.io import write_json
+    from priorlab.report import missing_units_cost, stage_walls
+
+    write_json(tmp_path / "t.json", {
+        "latest": "a", "supplement": "b",
+        "a": {"stages": {"train@m-x-0": {"wall_s": 60.0}, "train@m-x-1": {"wall_s": 60.0}, "other": {"wall_s": 1e4}}},
+        "b": {"wall_ratio_to_latest": 2.0, "stages": {"train@m-x-0": {"wall_s": 999.0}, "train@m-x-2": {"wall_s": 120.0}}}})
+    walls = stage_walls(tmp_path / "t.json")
+    assert walls == {"train@m-x-0": 60.0, "train@m-x-1": 60.0, "other": 1e4, "train@m-x-2": 60.0}
+    claim = {"key": "k/s", "criterion_key": "k", "n_to_decide": 7, "evidence": ["train@m-x-*"],
+             "planned_n": {"paper": 5}, "parts": [{"n": 3}, {"n": 3}]}
+    assert missing_units_cost(claim, walls, {"k": 10.0}) == "+4 units: ≈ 4 cpu-min, ≈ 8.0 GPU-h"
+    assert missing_units_cost({**claim, "n_to_decide": None}, walls, {}) == ""
+    assert stage_walls(tmp_path / "missing.json") == {}
+
+
+# --------------------------------------------------------------------------- published worked examples
+
+SLEEP_1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]  # Student's sleep data (R datasets::sleep)
+SLEEP_2 = [1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4]
+
+
+@pytest.mark.parametrize("k, n, expected", [(81, 263, (0.2553, 0.3662)), (15, 148, (0.0624, 0.1605)),
+                                            (0, 20, (0.0, 0.1611)), (1, 29, (0.0061, 0.1718))])
+def test_wilson_against_newcombe_1998a_table_1(k, n, expected):
+    from priorlab.studies.intervals import wilson
+
+    assert tuple(round(x, 4) for x in wilson(k, n)) == expected
+
+
+@pytest.mark.parametrize("k, n, expected", [(81, 263, (0.2527, 0.3676)), (15, 148, (0.0578, 0.1617)),
+                                            (0, 20, (0.0, 0.1684)), (1, 29, (0.0009, 0.1776))])
+def test_clopper_pearson_against_newcombe_1998a_table_1(k, n, expected):
+    from priorlab.studies.intervals import clopper_pearson
+
+    e = clopper_pearson(k, n)
+    assert (round(e.low, 4), round(e.high, 4)) == expected
+
+
+def test_clopper_pearson_against_rs_binom_test_example():
+    from priorlab.studies.intervals import clopper_pearson
+
+    e = clopper_pearson(682, 925)  # R's ?binom.test example, saved output: 0.7076683 0.7654066
+    assert e.low == pytest.approx(0.7076683, abs=5e-8) and e.high == pytest.approx(0.7654066, abs=5e-8)
+
+
+@pytest.mark.parametrize("k1, n1, k2, n2, expected", [(56, 70, 48, 80, (0.0524, 0.3339)),
+                                                      (9, 10, 3, 10, (0.1705, 0.8090)),
+                                                      (5, 56, 0, 29, (-0.0381, 0.1926))])
+def test_newcombe_independent_against_newcombe_1998b_table_2(k1, n1, k2, n2, expected):
+    from priorlab.studies.intervals import newcombe_difference
+
+    e = newcombe_difference(k1, n1, k2, n2)
+    assert (round(e.low, 4), round(e.high, 4)) == expected
+
+
+def test_welch_against_rs_t_test_examples():
+    """R's saved ?t.test output: the sleep groups as independent samples (df 17.776) and 1:10 vs 7:20."""
+    e = welch_difference(SLEEP_1, SLEEP_2)
+    assert (e.low, e.high) == pytest.approx((-3.3654832, 0.2054832), abs=5e-8)
+    e = welch_difference(list(range(1, 11)), list(range(7, 21)))
+    assert (e.low, e.high) == pytest.approx((-11.052802, -4.947198), abs=5e-7)
+
+
+def test_paired_and_one_sample_t_against_rs_sleep_examples():
+    from priorlab.studies.intervals import paired_difference
+
+    e = paired_difference(SLEEP_1, SLEEP_2)  # R: t.test(..., paired = TRUE): -1.58, df 9
+    assert e.value == pytest.approx(-1.58) and (e.low, e.high) == pytest.approx((-2.4598858, -0.7001142), abs=5e-8)
+    e = mean_t(SLEEP_1 + SLEEP_2)  # one sample of all 20, df 19
+    assert (e.low, e.high) == pytest.approx((0.5955845, 2.4844155), abs=5e-8)

@@ -88,9 +88,9 @@ def experiment_summaries(root: Path) -> list[tuple[str, dict[str, Any]]]:
 
 def shared_pretraining(params: Params) -> list[str]:
     """Where replicates share a pretraining: per run group and pretrained setup, the models with
-    several seeds on it (``"<group>: <model>, ... on <setup> (<n> seeds)"``).  Their seed-to-seed
-    intervals are conditional on that one pretraining; a setup replicate (``setups.<name>.seed``)
-    gives each seed its own."""
+    several seeds on it (``"<group>: <model>, ... on <setup> (<n> seeds)"``).  Those seeds are one
+    unit of the claims (averaged before any interval, :func:`priorlab.studies.intervals.unit_means`);
+    a setup replicate (``setups.<name>.seed``) is a unit of its own."""
     seeds: dict[tuple[str, str], dict[str, int]] = {}
     for spec in params.runs.values():
         if params.setups[spec.setup].pretraining:
@@ -112,12 +112,20 @@ GPU_HOURS = Path("reports/gpu/gpu_hours.json")
 
 
 def stage_walls(path: Path = TIMINGS) -> dict[str, float]:
-    """Stage name -> wall seconds of the run named by the record's ``latest`` key ({} without one)."""
+    """Stage name -> wall seconds of the full run named by the record's ``latest`` key ({} without
+    one); a stage that run lacks (added since) from the ``supplement`` run, its walls divided by that
+    run's ``wall_ratio_to_latest`` (the median ratio of the stages both ran: a slower machine)."""
     from priorlab.io import read_json
 
     record = read_json(path) if Path(path).is_file() else {}
-    entry = record.get(record.get("latest", ""), {})
-    return {name: float(s["wall_s"]) for name, s in entry.get("stages", {}).items() if "wall_s" in s}
+    walls = {name: float(s["wall_s"]) for name, s in record.get(record.get("latest", ""), {}).get("stages", {}).items()
+             if "wall_s" in s}
+    extra = record.get(record.get("supplement", ""), {})
+    ratio = float(extra.get("wall_ratio_to_latest", 1.0))
+    for name, s in extra.get("stages", {}).items():
+        if name not in walls and "wall_s" in s:
+            walls[name] = float(s["wall_s"]) / ratio
+    return walls
 
 
 def claim_gpu_hours(path: Path = GPU_HOURS) -> dict[str, float]:
