@@ -75,7 +75,7 @@ MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-KillWait=5
+KillWait=30
 NodeName=node0 NodeAddr=127.0.0.1 NodeHostname=localhost CPUs={cpus} State=UNKNOWN
 PartitionName=test Nodes=node0 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 """

@@ -258,7 +258,7 @@ def test_tiny_profile_as_a_slurm_array_with_an_ssh_remote(tiny_serial, tmp_path)
         sub = Submission.load(next((project / ".slurm").iterdir()))
         _wait_for_line(cluster, lambda: _log_lines(sub, f"shard-0-{job}.out"), r"running (evaluate@\S+):", 600)
         cluster.run(["scancel", f"{job}_0"])  # mid-stage, late in the shard's work, as a user's cancel or a
-        cluster.wait_idle(600)                # pre-emption: SIGTERM, SIGKILL after 5 s
+        cluster.wait_idle(600)                # pre-emption: SIGTERM, SIGKILL after KillWait (30 s, Slurm's default)
         first_log = _log_lines(sub, f"shard-0-{job}.out")[0].read_text()
         # the stage running at the cancel: that evaluate, or one after it (a forked stage can end within a second)
         stopped = re.search(r"^stopped (\S+)$", first_log, re.M)

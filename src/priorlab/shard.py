@@ -424,9 +424,11 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
         outcome = reproduce(targets, jobs, gpus, root=root, log=log)
         ran, restored = ran + len(outcome.ran), restored + len(early) + len(outcome.restored)
         if outcome.signal:  # cancelled, pre-empted, Ctrl-C: no further step; what finished is pushed
+            # said first: a scheduler's SIGKILL may end the push (a cut push leaves no entry without its objects)
+            log(f"shard {shard.name}: {interrupted(outcome)}; run it again to continue"
+                + ("; pushing what finished" if do_push else ""))
             if do_push:
                 push(root, remote, log=log)
-            log(f"shard {shard.name}: {interrupted(outcome)}; run it again to continue")
             return exit_status(outcome.signal)
         if outcome.failed:
             log(f"shard {shard.name}: failed: {', '.join(outcome.failed)}")
