@@ -59,8 +59,9 @@ slurm: venv datasets   ## make slurm SHARDS=n [GPUS_PER_TASK=..] [SBATCH='--part
 	$(BIN)/python -m priorlab.config check
 	$(BIN)/python -m priorlab.slurm submit --shards "$(SHARDS)" -j $(JOBS) --gpus-per-task $(GPUS_PER_TASK) $(if $(SBATCH),--sbatch-arg="$(SBATCH)")
 
-test: venv datasets browser cluster-tools  ## the whole test suite, slow checks included
-	$(BIN)/python -m pytest -q --durations=25  # the 25 slowest: where CI's time goes
+TEST_WORKERS ?= 2
+test: venv datasets browser cluster-tools  ## the whole test suite, slow checks included, on TEST_WORKERS processes (0: one)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25  # the 25 slowest: where CI's time goes
 
 test-fast: venv        ## skip the slow statistical and end-to-end checks
 	$(BIN)/python -m pytest -q -m "not slow"

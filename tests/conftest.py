@@ -23,3 +23,11 @@ def tiny_serial(tmp_path_factory):
     from tests.tiny_pipeline import serial_tiny
 
     return serial_tiny(tmp_path_factory.mktemp("project"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs two workers), the tests that read the tiny pipeline's serial
+    run share one worker, so the session fixture above runs once."""
+    for item in items:
+        if "tiny_serial" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("tiny_serial"))
