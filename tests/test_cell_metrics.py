@@ -66,11 +66,14 @@ def test_run_headline_takes_the_registry_columns_by_short_name():
 
 
 def test_supervised_ceiling_headline_has_a_file_per_classifier():
-    entry = {"accuracy": 0.95, "val_accuracy": 0.96, "steps": 4600, "best_step": 3600, "stopped": "plateau",
-             "val_history": [0.9, 0.96]}
+    rep = {"accuracy": 0.95, "val_accuracy": 0.96, "steps": 4600, "best_step": 3600, "stopped": "plateau",
+           "val_history": [0.9, 0.96], "correct": "ff"}
+    entry = {"accuracy": 0.94, "stopped": "plateau", "replicates": [rep, {**rep, "accuracy": 0.93}]}
     out = supervised_ceiling.headline({"targets": {
         "mnist:label": {"native": "28", "resolutions": {"28": entry}},
         "dsprites:shape": {"native": "32", "resolutions": {"32": entry, "64": {**entry, "stopped": "max_steps"}}}}})
     assert sorted(out) == ["dsprites-shape-32", "dsprites-shape-64", "mnist-label-28"]
-    assert out["mnist-label-28"] == {"accuracy": 0.95, "val_accuracy": 0.96, "steps": 4600, "plateau": 1}
+    assert out["mnist-label-28"] == {"accuracy": 0.94, "plateau": 1,
+                                     "r0": {"accuracy": 0.95, "val_accuracy": 0.96, "steps": 4600},
+                                     "r1": {"accuracy": 0.93, "val_accuracy": 0.96, "steps": 4600}}
     assert out["dsprites-shape-64"]["plateau"] == 0

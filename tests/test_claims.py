@@ -14,7 +14,7 @@ from priorlab.studies.criteria import CRITERIA
 from priorlab.studies.fmvae_experiments.aggregate import GROUPS as FMVAE_GROUPS, elbo_vs_k_frame
 from priorlab.studies.fmvae_experiments.claims import elbo_vs_k_claims, semi_supervised_claims
 from priorlab.studies.intervals import (Estimate, accuracy, bootstrap, clopper_pearson, mean_t,
-                                            newcombe_difference, paired_difference, ratio, welch_difference)
+                                            newcombe_difference, paired_difference, paired_ratio, welch_difference)
 from priorlab.studies.vsc_experiments.claims import vsc_claims
 from priorlab.io import write_json
 from priorlab.report import claims_section
@@ -110,11 +110,73 @@ def _coverage(draw, truth, reps=2000, seed=0) -> float:
     (lambda r: welch_difference(r.normal(1.0, 1.0, 5), r.normal(0.0, 3.0, 8)), 1.0),
     # three seeds scored on one shared test set of 500 points: the test set's error is common to all
     (lambda r: accuracy(0.8 + r.normal(0, 0.02, 3) + r.normal(0, (0.16 / 500) ** 0.5), 500), 0.8),
-    (lambda r: ratio(Estimate(*(lambda a: (a, a, a))(r.normal(0.6, 0.01)), 3, "", 0.01),
-                     Estimate(*(lambda b: (b, b, b))(r.normal(0.9, 0.01)), 1, "", 0.01)), 0.6 / 0.9),
 ])
 def test_intervals_cover_the_truth_about_95_percent(draw, truth):
     assert 0.92 <= _coverage(draw, truth) <= 0.985
+
+
+def _paired_accuracies(r, units=3, reps=3, n=400, rho=0.8):
+    """Both arms scored on the same n fresh test points: each point has a difficulty shared by the two
+    arms (correlation ``rho`` on the probit scale); each unit / replicate shifts its arm's probit by a
+    seed effect (sd 0.15).  True accuracies: the means over the point and seed distributions."""
+    z = r.multivariate_normal([0.0, 0.0], [[1.0, rho], [rho, 1.0]], n)
+    a = (r.normal(1.0 + z[:, 0] + r.normal(0, 0.15, (units, 1)), 1.0) > 0).astype(float)
+    c = (r.normal(1.8 + z[:, 1] + r.normal(0, 0.15, (reps, 1)), 1.0) > 0).astype(float)
+    return a, c
+
+
+def _true_ratio():
+    # E[Φ((μ + z + s) / 1)] with z ~ N(0, 1), s ~ N(0, 0.15²): Φ(μ / √(1 + 1 + 0.15²))
+    from scipy import stats
+    return stats.norm.cdf(1.0 / math.sqrt(2.0225)) / stats.norm.cdf(1.8 / math.sqrt(2.0225))
+
+
+def test_paired_ratio_covers_the_truth_and_pairing_narrows_it():
+    """The ratio of two accuracies on shared test points covers its truth about 95 % of the time,
+    with the points' and both arms' seed variance; its interval is narrower than one that treats the
+    two as independent (the old delta method: the points' covariance dropped)."""
+    truth = _true_ratio()
+    assert 0.92 <= _coverage(lambda r: paired_ratio(*_paired_accuracies(r)), truth, reps=1000) <= 0.985
+    a, c = _paired_accuracies(np.random.default_rng(5))
+    paired = paired_ratio(a, c)
+    points = abs(paired.value) * math.sqrt(  # the points' part were the arms scored on independent points
+        a.mean(0).var(ddof=1) / a.shape[1] / a.mean() ** 2 + c.mean(0).var(ddof=1) / c.shape[1] / c.mean() ** 2)
+    assert paired.se_fixed < 0.9 * points and paired.n == 3 and 0 < paired.se_fixed < paired.se
+
+
+def test_paired_ratio_reduces_to_cochrans_ratio_estimator():
+    """No seed spread in either arm (every unit and replicate identical): the variance is the ratio
+    estimator's (Cochran 1977, eq. 6.9 without the finite-population term):
+    (s_y² + R² s_x² − 2 R s_xy) / (n x̄²)."""
+    rng = np.random.default_rng(2)
+    y, x = rng.random(50).round(2), rng.random(50).round(2) + 0.5
+    e = paired_ratio(np.tile(y, (3, 1)), np.tile(x, (4, 1)))
+    r = y.mean() / x.mean()
+    cov = np.cov(y, x, ddof=1)
+    var = (cov[0, 0] + r**2 * cov[1, 1] - 2 * r * cov[0, 1]) / (50 * x.mean() ** 2)
+    assert e.value == pytest.approx(r) and e.se == pytest.approx(math.sqrt(var), rel=1e-12)
+    assert e.se_fixed == pytest.approx(e.se)  # all of it from the shared points: more seeds do not shrink it
+    from scipy import stats
+    assert e.high - e.value == pytest.approx(stats.t.ppf(0.975, 49) * e.se)  # df: the points' alone
+
+
+def test_paired_ratio_needs_two_of_each_and_the_same_points():
+    a = np.ones((3, 10))
+    assert not paired_ratio(a, np.ones((1, 10))).bounded and not paired_ratio(a[:1], np.ones((3, 10))).bounded
+    with pytest.raises(ValueError, match="different test points"):
+        paired_ratio(a, np.ones((3, 9)))
+
+
+def test_flags_round_trip_and_a_wrong_count_is_an_error():
+    from priorlab.errors import DataError
+    from priorlab.io import pack_flags, unpack_flags
+
+    flags = np.random.default_rng(0).random(1003) < 0.7
+    text = pack_flags(flags)
+    assert len(text) == 2 * 126 and (unpack_flags(text, 1003) == flags).all()
+    for n in (1010, 990):
+        with pytest.raises(DataError, match="cannot hold"):
+            unpack_flags(text, n)
 
 
 def test_bootstrap_keeps_pairs_and_is_seeded():
@@ -126,9 +188,9 @@ def test_bootstrap_keeps_pairs_and_is_seeded():
     assert not bootstrap(v[:1], np.median, 3).bounded
 
 
-def test_accuracy_with_one_replicate_has_no_interval_and_ratio_without_se_neither():
+def test_accuracy_with_one_replicate_has_no_interval():
     assert not accuracy([0.9], 1000).bounded
-    assert not ratio(accuracy([0.9], 1000), Estimate(0.95, 0.95, 0.95, 1, "b", 0.01)).bounded
+    assert accuracy([0.9, 0.92], 1000).se_fixed == pytest.approx(math.sqrt(0.91 * 0.09 / 1000))
     e = Estimate(0.5, 0.4, 0.6, 3, "t")
     assert e.text() == "0.500 [0.400, 0.600]" and e.to_dict()["low"] == 0.4
     assert Estimate(1.0, -math.inf, math.inf, 1, "t").to_dict()["low"] is None
@@ -217,9 +279,19 @@ def test_seeds_on_one_pretraining_are_one_unit():
 
 
 def test_semi_supervised_claims_and_the_report_section(tmp_path):
+    from priorlab.io import pack_flags
+
+    def flags(acc, seed):  # ``acc`` of 1000 points right, the same hard points missed by every model
+        hit = np.ones(1000, bool)
+        hit[np.random.default_rng(seed).permutation(1000)[: round((1 - acc) * 1000)]] = False
+        return pack_flags(hit)
+
+    ceil = [flags(0.97, 0), flags(0.975, 1), flags(0.965, 2)]
+
     def entry(acc, plateaued=True):
         return {"supervised_factor": "shape", "labelled_fraction": 0.4, "heldout_accuracy": acc, "ceiling": 0.97,
-                "ceiling_plateaued": plateaued, "ceiling_n_test": 1000}
+                "ceiling_plateaued": plateaued, "ceiling_n_test": 1000, "ceiling_replicates": [0.97, 0.975, 0.965],
+                "heldout_correct": flags(acc, 0), "ceiling_correct": ceil}
     semi = {"a-0": entry(0.96), "a-1": entry(0.965), "a-2": entry(0.97)}
     claims = semi_supervised_claims(semi, dict.fromkeys(semi, "m"), 1000)
     assert [c.key for c in claims] == ["001.semi_supervised/shape, 40% labels",

@@ -2,6 +2,7 @@
 unit), paired data analysed as paired, the lean and the n that would decide an inconclusive claim, and
 fingerprints that cover the code and constants a claim reads."""
 
+import dataclasses
 import math
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import priorlab
 from priorlab.studies.claims import (AGAINST, FOR, INCONCLUSIVE, N_MAX, NOT_REPRODUCED, REPRODUCED, UNITS, Criterion,
                                      Plan, lean, n_to_decide, source_digest, verdict_cell)
 from priorlab.studies.criteria import CRITERIA
-from priorlab.studies.intervals import (Estimate, mean_t, newcombe_paired_difference, unit_means,
+from priorlab.studies.intervals import (Estimate, accuracy, mean_t, newcombe_paired_difference, unit_means,
                                         welch_difference)
 from priorlab.studies.mssc_experiments.claims import paired_table, recovery_claims
 
@@ -123,6 +124,23 @@ def test_n_to_decide_is_where_the_half_width_falls_below_the_distance():
     assert n_to_decide(Estimate(0.0, -1.0, 1.0, 3, "t", 0.5), ">", 0.0) == N_MAX + 1  # on the threshold
     boot = Estimate(0.3, -0.1, 0.7, 10, "bootstrap", 0.2)
     assert n_to_decide(boot, ">", 0.0) == _brute_n(boot, 0.3, t_based=False)
+
+
+def test_the_part_of_an_interval_more_units_do_not_shrink_stays_in_the_n_to_decide():
+    """Replicates scored on one shared test set: the binomial part of the accuracy's standard error
+    (``se_fixed``) stays at any n, so the n to decide is larger than with every part shrinking, and a
+    margin inside the fixed part alone is not decided by any n (the verdict says more test points)."""
+    est = accuracy([0.90, 0.93, 0.91], 1000)
+    assert est.se_fixed == pytest.approx(math.sqrt(est.value * (1 - est.value) / 1000))
+    shrinking = dataclasses.replace(est, se_fixed=0.0)
+    assert N_MAX > n_to_decide(est, ">", 0.895) > 2 * n_to_decide(shrinking, ">", 0.895)
+    n = n_to_decide(est, ">", 0.895)
+    half = lambda m: stats.t.ppf(0.975, m - 1) * math.sqrt(  # noqa: E731  (the t critical value at m units)
+        est.se_fixed**2 + (est.se**2 - est.se_fixed**2) * 3 / m)
+    assert half(n) < est.value - 0.895 <= half(n - 1)
+    assert n_to_decide(est, ">", est.value - 1.5 * est.se_fixed) == N_MAX + 1  # inside the fixed part
+    claim = Criterion("t.acc", "p", "c", "s", ">", est.value - 1.5 * est.se_fixed).decide([("", est)], "m").to_dict()
+    assert claim["verdict"] == INCONCLUSIVE and "more test points would" in verdict_cell(claim)
 
 
 def test_lean_and_the_claims_n_to_decide():

@@ -371,6 +371,11 @@ def test_evaluation_extras_report_the_eq_11_split_and_accuracy():
     out = model.evaluation_extras(ds, x)
     assert out["elbo"] == pytest.approx(out["log_lik"] - out["kl_z"] - out["kl_r"])
     assert out["kl_r"] >= 0 and 0.0 <= out["heldout_accuracy"] <= 1.0
+    # per point and per [label, cluster]: the records the paired ratio and the diagnosis read
+    from priorlab.io import unpack_flags
+    hits, conf = unpack_flags(out["heldout_correct"], len(x)), np.asarray(out["heldout_confusion"])
+    assert hits.mean() == pytest.approx(out["heldout_accuracy"]) and conf.sum() == len(x)
+    assert np.trace(conf) / len(x) == pytest.approx(out["heldout_accuracy"])
     # the iw bound uses the predictive density of sec. 2.6 and lies above the ELBO on average
     torch.manual_seed(0)
     lk = iw_log_likelihood(model, x, 200).mean().item()

@@ -12,7 +12,8 @@ import yaml
 from priorlab.config import ParamsError, SupervisedCeilingParams, load_params, parse_params
 from priorlab.studies.fmvae_experiments.aggregate import semi_supervised_entry
 from priorlab.studies.fmvae_experiments.report import semi_supervised_table
-from priorlab.studies.fmvae_experiments.supervised_ceiling import relative_verdict, should_stop, train_classifier
+from priorlab.io import unpack_flags
+from priorlab.studies.fmvae_experiments.supervised_ceiling import pooled, relative_verdict, should_stop, train_classifier
 from priorlab.nets import build_encoder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,14 +86,17 @@ def _record(run: str, acc: float, factor: str, fraction: float) -> dict:
 
 def test_semi_supervised_entry_reads_the_ceiling():
     params = load_params(ROOT / "profiles" / "cpu.yaml")
+    rep = lambda acc: {"accuracy": acc, "correct": "ff"}  # noqa: E731
     ceilings = {"targets": {
         "dsprites:shape": {"native": "32", "resolutions": {
-            "32": {"accuracy": 0.80, "stopped": "plateau", "n_test": 1000},
-            "64": {"accuracy": 0.99, "stopped": "plateau", "n_test": 1000}}},
-        "mnist:label": {"native": "28", "resolutions": {"28": {"accuracy": 0.98, "stopped": "max_steps", "n_test": 500}}}}}
+            "32": {"accuracy": 0.80, "stopped": "plateau", "n_test": 1000, "replicates": [rep(0.79), rep(0.81)]},
+            "64": {"accuracy": 0.99, "stopped": "plateau", "n_test": 1000, "replicates": [rep(0.99)]}}},
+        "mnist:label": {"native": "28", "resolutions": {"28": {"accuracy": 0.98, "stopped": "max_steps", "n_test": 500,
+                                                               "replicates": [rep(0.98)]}}}}}
     ds = semi_supervised_entry(params, "dsprites-fmvae_ss-0", _record("dsprites-fmvae_ss-0", 0.772, "shape", 0.4), ceilings)
     mn = semi_supervised_entry(params, "mnist-fmvae_label-0", _record("mnist-fmvae_label-0", 0.90, "label", 0.1), ceilings)
     assert ds["ceilings"] == {"32": 0.80, "64": 0.99} and ds["ceiling"] == 0.80 and ds["ceiling_plateaued"]
+    assert ds["ceiling_replicates"] == [0.79, 0.81] and ds["ceiling_correct"] == ["ff", "ff"]
     assert ds["relative_reached"] is True and not ds["reached"]  # 96.5 % of its ceiling; the absolute 95 % is not met
     assert mn["ceiling_capped"] and not mn["ceiling_plateaued"] and mn["ceiling_n_test"] == 500
     missing = semi_supervised_entry(params, "mnist-fmvae_label-0", _record("mnist-fmvae_label-0", 0.9, "label", 0.1), {})
@@ -101,14 +105,40 @@ def test_semi_supervised_entry_reads_the_ceiling():
     assert table[0].count("ceiling") == 5 and "96.5%" in table[2] and "| – |" in table[4]
 
 
+def test_a_ceiling_pools_its_replicates_and_plateaus_only_when_each_did():
+    torch.manual_seed(0)
+    reps = []
+    for k, lr in enumerate((1e-2, 1e-2, 1e-3)):
+        out = train_classifier(build_encoder("mlp", (8,), 3, [16], []), lambda x: x, blobs(300, 0), blobs(100, 1),
+                               blobs(100, 2), cfg(lr=lr, min_steps=30, max_steps=30 if k == 2 else 400), seed=k)
+        reps.append({"setup": "s", "factor": "f", "resolution": 8, "classes": 3, "n_train": 300, "n_val": 100,
+                     "n_test": 100, "encoder": "mlp", "seed": k, **out})
+    both = pooled(reps[:2])
+    assert both["accuracy"] == pytest.approx((reps[0]["accuracy"] + reps[1]["accuracy"]) / 2)
+    assert both["stopped"] == "plateau" and [r["seed"] for r in both["replicates"]] == [0, 1]
+    hits = unpack_flags(both["replicates"][1]["correct"], 100)
+    assert hits.mean() == pytest.approx(reps[1]["accuracy"])  # the per-point record is the accuracy's
+    assert pooled(reps)["stopped"] == "max_steps"  # one capped replicate: the ceiling did not plateau
+
+
 def test_ceiling_params_are_validated():
     raw = yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text())
     for mutate, key in ((lambda s: s["targets"].update(nowhere="shape"), "supervised_ceiling.targets"),
                         (lambda s: s.update(min_steps=0), "supervised_ceiling.min_steps"),
                         (lambda s: s.update(plateau_fraction=1.0), "supervised_ceiling.plateau_fraction"),
                         (lambda s: s.update(min_steps=10**6), "supervised_ceiling.min_steps"),
-                        (lambda s: s.update(resolutions=[-1]), "supervised_ceiling.resolutions[0]")):
+                        (lambda s: s.update(resolutions=[-1]), "supervised_ceiling.resolutions[0]"),
+                        (lambda s: s.update(replicates=0), "supervised_ceiling.replicates")):
         r = copy.deepcopy(raw)
         mutate(r["supervised_ceiling"])
         with pytest.raises(ParamsError, match=key.replace("[", r"\[")):
             parse_params(r)
+
+
+def test_confusion_lines_name_the_largest_confusion():
+    from priorlab.studies.fmvae_experiments.report import confusion_lines
+
+    r = {"supervised_factor": "shape", "confusion": [[90, 10, 0], [5, 50, 45], [0, 0, 100]]}
+    text = "\n".join(confusion_lines("run-0", r))
+    assert "sends 45% of label 1 to cluster 2" in text and "| label 0 | 100 | 90% | 10% | 0% |" in text
+    assert confusion_lines("run-0", {"supervised_factor": "shape"}) == []

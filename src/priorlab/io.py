@@ -102,6 +102,20 @@ def write_npz(path: str | Path, **arrays: np.ndarray) -> None:
         np.savez_compressed(tmp, **arrays)
 
 
+def pack_flags(flags) -> str:
+    """0/1 flags (e.g. which test points a classifier got right) as a compact JSON string: the hex of
+    their bits, most significant first (:func:`unpack_flags` inverts it given the count)."""
+    return np.packbits(np.asarray(flags, bool)).tobytes().hex()
+
+
+def unpack_flags(text: str, n: int) -> np.ndarray:
+    """The ``n`` 0/1 flags of a :func:`pack_flags` string (``uint8``)."""
+    bits = np.unpackbits(np.frombuffer(bytes.fromhex(text), np.uint8))
+    if len(bits) < n or len(bits) - n >= 8:
+        raise DataError(f"a packed flag string of {len(bits)} bits cannot hold {n} flags")
+    return bits[:n]
+
+
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():

@@ -42,6 +42,7 @@ class Likelihood(nn.Module):
     params_per_feature: int = 1
     binds_data: bool = False
     updates_after_step: bool = False
+    adds_loss_terms: bool = False
 
     def distribution(self, decoder_out: torch.Tensor) -> Distribution:
         raise NotImplementedError
@@ -59,6 +60,11 @@ class Likelihood(nn.Module):
     def step_update(self, x: torch.Tensor, decoder_out: torch.Tensor, n_data: int, scaling: LossScaling) -> None:
         """Closed-form updates after an optimiser step from a batch ``x`` and the decoder output at
         the step's codes; ``n_data`` is the training-set size N (none by default)."""
+
+    def loss_terms(self, x: torch.Tensor, scaling: LossScaling) -> dict[str, torch.Tensor]:
+        """Per-observation terms this likelihood adds to the loss (its parameters' prior), each
+        ``[batch]``; read when ``adds_loss_terms`` (none by default)."""
+        return {}
 
 
 class BernoulliLikelihood(Likelihood):
@@ -215,6 +221,61 @@ class InverseGammaGaussianLikelihood(Likelihood):
         return self.sigma2
 
 
+class ReleasedCodeInverseGammaGaussian(Likelihood):
+    """Paper 003's σ_j as the authors' released code treats it (``model/models.py``,
+    ``model/model_trainer.py``, ``data/dataset.py``): log σ_j a gradient parameter, initialised at the
+    feature's standard deviation (ddof 0; the code takes it over all rows, here the training rows),
+    trained by the model's Adam, one step per batch, on the code's per-batch objective
+
+        ½ mean_{b,j} r_bj² / σ_j²  +  [(B + ν + 2) Σ_j log σ_j + ½ νξ Σ_j σ_j⁻²] / B,
+
+    ξ calibrated from the quantile of the per-feature stds, squared
+    (:func:`~priorlab.noise_prior.calibrate_inverse_gamma_scale` with ``released_code``).  The first
+    term is the ``released_code`` scaling's weighted Gaussian log-likelihood (weight s = 1/G) less its
+    s Σ_j log σ_j, which :meth:`loss_terms` takes back out, adding the bracket / B.  Its stationary
+    point is the closed form of :class:`InverseGammaGaussianLikelihood` under ``released_code``; the
+    difference is the path: σ_j starts at the data's std (about √G above that point) and Adam moves
+    log σ_j about lr per step towards it, so early steps weigh the KL and the SSL penalty more."""
+
+    binds_data = True
+    adds_loss_terms = True
+
+    def __init__(self, obs_shape: tuple[int, ...], nu: float = 3.0, sample_quantile: float = 0.05,
+                 prior_quantile: float = 0.9):
+        super().__init__()
+        if not nu > 0:
+            raise ValueError(f"nu must be positive, got {nu}")
+        self.nu = float(nu)
+        self.sample_quantile, self.prior_quantile = float(sample_quantile), float(prior_quantile)
+        self.log_sigma = nn.Parameter(torch.zeros(tuple(obs_shape)))
+        self.register_buffer("xi", torch.tensor(float("nan")))  # set by bind_data
+
+    @property
+    def sigma2(self) -> torch.Tensor:
+        """σ_j² (no gradient), as :class:`InverseGammaGaussianLikelihood` exposes it."""
+        return self.log_sigma.detach().mul(2).exp()
+
+    def distribution(self, decoder_out: torch.Tensor) -> Distribution:
+        scale = self.log_sigma.exp().to(decoder_out.dtype).expand_as(decoder_out)
+        return Independent(Normal(decoder_out, scale, validate_args=False), decoder_out.dim() - 1, validate_args=False)
+
+    @torch.no_grad()
+    def bind_data(self, x_train: torch.Tensor) -> None:
+        x = x_train.detach().double().reshape(x_train.shape[0], *self.log_sigma.shape)
+        self.xi.fill_(calibrate_inverse_gamma_scale(x.reshape(x.shape[0], -1), self.nu, self.sample_quantile,
+                                                    self.prior_quantile, released_code=True))
+        std = x.std(dim=0, unbiased=False).clamp_min(1e-3)  # the code's floor: std 1e-3
+        self.log_sigma.copy_(std.log().to(self.log_sigma.dtype))
+
+    def loss_terms(self, x: torch.Tensor, scaling: LossScaling) -> dict[str, torch.Tensor]:
+        if not torch.isfinite(self.xi):
+            raise ValueError("ReleasedCodeInverseGammaGaussian needs ξ: call bind_data(x_train) first")
+        b, log_sigma = x.shape[0], self.log_sigma.flatten()
+        term = ((b + self.nu + 2) / b - scaling.log_lik) * log_sigma.sum() \
+            + 0.5 * self.nu * self.xi.to(log_sigma.dtype) * torch.exp(-2 * log_sigma).sum() / b
+        return {"sigma_prior": term.expand(b)}
+
+
 def _build_gaussian_ig(spec: LikelihoodSpec) -> Likelihood:
     if spec.learn_obs_std:
         raise ValueError("likelihood 'gaussian_ig' updates σ_j in closed form (map_update); "
@@ -224,3 +285,4 @@ def _build_gaussian_ig(spec: LikelihoodSpec) -> Likelihood:
 
 register_likelihood("multinomial", lambda spec: MultinomialLikelihood())
 register_likelihood("gaussian_ig", _build_gaussian_ig)
+register_likelihood("gaussian_ig_released", lambda spec: ReleasedCodeInverseGammaGaussian(spec.obs_shape))

@@ -20,9 +20,12 @@ def check_positive(name: str, value: float) -> float:
 
 
 def calibrate_inverse_gamma_scale(x, nu: float = 3.0, sample_quantile: float = 0.05,
-                                  prior_quantile: float = 0.9, min_variance: float = 1e-6) -> float:
+                                  prior_quantile: float = 0.9, min_variance: float = 1e-6,
+                                  released_code: bool = False) -> float:
     """ξ of σ_j² ~ IG(ν/2, νξ/2) (eq. 60) such that the ``sample_quantile`` of the per-feature
     sample variances (ddof = 1) equals the ``prior_quantile`` of the prior (App. C.2).
+    ``released_code``: as ``data/dataset.py`` of the authors' code, the quantile of the per-feature
+    standard deviations (ddof = 0), squared (a quantile interpolated between stds, not variances).
 
     IG(α, βξ) quantiles are linear in the scale, so ξ = 2 v_q / (ν · invgamma.ppf(prior_quantile, ν/2)).
     Equivalently (the authors' form) ξ = v_q · χ²_ν.ppf(1 − prior_quantile) / ν. A quantile v_q below
@@ -41,7 +44,10 @@ def calibrate_inverse_gamma_scale(x, nu: float = 3.0, sample_quantile: float = 0
     arr = arr.reshape(arr.shape[0], -1)
     if not np.all(np.isfinite(arr)):
         raise ValueError("x must be finite to calibrate the noise prior")
-    v_q = max(float(np.quantile(arr.var(axis=0, ddof=1), sample_quantile)), float(min_variance))
+    if released_code:
+        v_q = max(float(np.quantile(arr.std(axis=0, ddof=0), sample_quantile)) ** 2, float(min_variance))
+    else:
+        v_q = max(float(np.quantile(arr.var(axis=0, ddof=1), sample_quantile)), float(min_variance))
     return 2.0 * v_q / (nu * float(invgamma.ppf(prior_quantile, nu / 2.0)))
 
 

@@ -80,7 +80,10 @@ class SupervisedCeilingParams:
     labels) the setup's encoder with a linear softmax head on all training labels but ``n_val``
     held out (Adam, ``lr``, ``batch_size``); their accuracy every ``eval_every`` steps; stops at the
     plateau (after ``min_steps``, no gain over the last ``plateau_fraction`` of the evaluations) or at
-    ``max_steps`` (not plateaued).  dSprites setups are also measured at the procedural ``resolutions``."""
+    ``max_steps`` (not plateaued).  ``replicates`` classifiers per target at its native resolution,
+    replicate k seeded ``seed + k`` (validation split, initialisation, batches): the ceiling's own seed
+    spread enters the relative claim's interval.  dSprites setups are also measured at the procedural
+    ``resolutions`` (one classifier each: informative, no claim reads them)."""
 
     targets: dict[str, str] = field(default_factory=dict)
     resolutions: list[int] = field(default_factory=list)
@@ -92,13 +95,15 @@ class SupervisedCeilingParams:
     max_steps: int = 6000
     n_val: int = 1000
     seed: int = 0
+    replicates: int = 1
 
     def check(self, key: str, params: "Params") -> None:
         for setup in self.targets:
             _one_of(f"{key}.targets", setup, tuple(params.setups))
         for i, r in enumerate(self.resolutions):
             _positive(f"{key}.resolutions[{i}]", r)
-        for name in ("batch_size", "lr", "eval_every", "min_steps", "plateau_fraction", "max_steps", "n_val"):
+        for name in ("batch_size", "lr", "eval_every", "min_steps", "plateau_fraction", "max_steps", "n_val",
+                     "replicates"):
             _positive(f"{key}.{name}", getattr(self, name))
         if self.plateau_fraction >= 1:
             raise ParamsError(f"{key}.plateau_fraction must be < 1, got {self.plateau_fraction}")

@@ -26,7 +26,7 @@ from priorlab.nets import build_encoder, build_nets
 from priorlab.priors import build_prior
 
 
-FEATURE_MEAN_LIKELIHOODS = ("gaussian", "gaussian_ig")  # the released code's MSE mean over features
+FEATURE_MEAN_LIKELIHOODS = ("gaussian", "gaussian_ig", "gaussian_ig_released")  # the released code's MSE mean over features
 
 
 def loss_scaling(model: ModelParams, setup: SetupParams, obs_shape: tuple[int, ...]) -> LossScaling:
@@ -124,12 +124,13 @@ def _build_sparse_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[i
     encoder = build_encoder(setup.encoder, obs_shape, posterior.params_per_dim * setup.latent_dim, setup.hidden,
                             setup.channels)
     decoder = MaskedDecoder(obs_shape[0], setup.latent_dim, setup.hidden, likelihood.params_per_feature)
+    scaling = loss_scaling(model, setup, obs_shape)
     ssl = SpikeSlabLasso(obs_shape[0], setup.latent_dim, model.lambda0, model.lambda1,
+                         theta_init="uniform" if scaling.name == "released_code" else 0.5,
                          density_constants=model.density_constants)
     cov = torch.tensor(model.prior_cov, dtype=torch.float32) if model.prior_cov else None
     return SparseVAE(encoder, posterior, decoder, likelihood, build_prior(model.prior, setup.latent_dim), ssl,
-                     beta=model.beta, encoder_input=model.encoder_input, prior_cov=cov,
-                     scaling=loss_scaling(model, setup, obs_shape))
+                     beta=model.beta, encoder_input=model.encoder_input, prior_cov=cov, scaling=scaling)
 
 
 MODEL_BUILDERS: dict[type[ModelParams], Callable[[SetupParams, ModelParams, tuple[int, ...]], Model]] = {

@@ -30,6 +30,7 @@ from torch.distributions import Distribution, Independent, Normal, constraints, 
 
 from priorlab.config import FactorialMixtureParams, ParamsError
 from priorlab.device import deferred_value_checks
+from priorlab.io import pack_flags
 from priorlab.models.elbo import ElboTerms
 from priorlab.models.protocol import Batch, TrainingSet
 from priorlab.models.vae import VAE
@@ -336,7 +337,12 @@ class FactorialMixtureVAE(VAE):
             y = torch.as_tensor(data_factor_labels(dataset, self.spec.supervised_factor, "test")[: len(x_test)])
             k = self.cluster_assignments(x_test, batch_size)[:, 0]
             out["supervised_factor"] = self.spec.supervised_factor
-            out["heldout_accuracy"] = float((k == y.to(k.device)).double().mean())
+            hit = k == y.to(k.device)
+            out["heldout_accuracy"] = float(hit.double().mean())
+            out["heldout_correct"] = pack_flags(hit.cpu().numpy())  # per test point: paired with the ceiling's
+            classes = max(int(y.max()) + 1, self.prior.num_components[0])
+            pairs = y.to(k.device).long() * classes + k.long()  # [label, cluster] counts: which labels merge
+            out["heldout_confusion"] = torch.bincount(pairs, minlength=classes * classes).view(classes, classes).tolist()
         return out
 
 

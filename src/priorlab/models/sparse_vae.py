@@ -16,11 +16,13 @@ How the released code differs, and which choice is taken here:
   θe^{-λ1|w|} / (θe^{-λ1|w|} + (1-θ)e^{-λ0|w|}). That form is the default here (it is the one the
   paper's experiments ran with); ``density_constants=True`` gives eq. 57 with the full densities,
   which multiplies the spike's odds by λ0/λ1 (= 10 at the defaults).
-* They initialise θ ~ U(0, 1); here θ starts at ``theta_init`` (0.5), deterministic. θ only enters
-  the first p* update.
-* They learn log σ_j by Adam with the Inverse-Gamma log density as a penalty; the MAP of that
-  same objective is in closed form (:func:`inverse_gamma_map_variance`), which is what the paper
-  describes (a MAP point estimate). Either way σ_j is a point estimate, not a posterior.
+* They initialise θ ~ U(0, 1); here θ starts at ``theta_init`` (0.5, deterministic), and at
+  ``"uniform"`` (drawn from the seeded global generator) in the ``released_code`` variant. θ only
+  enters the first p* update.
+* They learn log σ_j by Adam with the Inverse-Gamma log density as a penalty (the likelihood
+  ``gaussian_ig_released``: :class:`~priorlab.likelihoods.ReleasedCodeInverseGammaGaussian`); the
+  paper describes a MAP point estimate, in closed form here (``gaussian_ig``:
+  :func:`inverse_gamma_map_variance`). Either way σ_j is a point estimate, not a posterior.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ class SpikeSlabLasso(nn.Module):
     """
 
     def __init__(self, n_features: int, latent_dim: int, lambda0: float = 10.0, lambda1: float = 1.0,
-                 a: float = 1.0, b: float | None = None, theta_init: float = 0.5,
+                 a: float = 1.0, b: float | None = None, theta_init: float | str = 0.5,
                  density_constants: bool = False, eps: float = 1e-10):
         super().__init__()
         if int(n_features) < 1 or int(latent_dim) < 1:
@@ -132,12 +134,16 @@ class SpikeSlabLasso(nn.Module):
         self.b = _check_positive("b", self.n_features if b is None else b)
         if not 0.0 < eps < 0.5:
             raise ValueError(f"eps must lie in (0, 0.5), got {eps}")
-        if not eps <= theta_init <= 1 - eps:
-            raise ValueError(f"theta_init must lie in (0, 1), got {theta_init}")
+        if theta_init == "uniform":  # the released code: θ_k ~ U(0, 1) from the global (seeded) generator
+            theta = torch.rand(self.latent_dim).clamp(eps, 1 - eps)
+        elif isinstance(theta_init, (int, float)) and eps <= theta_init <= 1 - eps:
+            theta = torch.full((self.latent_dim,), float(theta_init))
+        else:
+            raise ValueError(f"theta_init must lie in (0, 1) or be 'uniform', got {theta_init!r}")
         self.eps = float(eps)
         self.density_constants = bool(density_constants)
         self.register_buffer("p_star", torch.full((self.n_features, self.latent_dim), 0.5))
-        self.register_buffer("theta", torch.full((self.latent_dim,), float(theta_init)))
+        self.register_buffer("theta", theta)
 
     def _check_w(self, W: torch.Tensor) -> None:
         if tuple(W.shape) != (self.n_features, self.latent_dim):
@@ -258,9 +264,8 @@ class SparseVAE(VAE):
         q = self.posterior(x)
         base = q.base_dist  # GaussianPosterior: Independent(Normal(μ, σ))
         kl = gaussian_kl_general(base.loc, 2 * base.scale.log(), self.prior_cov.to(base.loc.dtype))
-        terms = elbo_terms(x, q, self.prior_distribution(x, labels), self.decode, self.likelihood, kl=kl)
-        terms.extra.update(self.extra_terms(x, terms, labels))
-        return terms
+        return self.with_extra_terms(x, elbo_terms(x, q, self.prior_distribution(x, labels), self.decode,
+                                                   self.likelihood, kl=kl), labels)
 
     def extra_terms(self, x, terms, labels=None) -> dict[str, torch.Tensor]:
         """The SSL penalty's share per observation: 1/N of eq. 55's term (``paper``), 1/B (``released_code``)."""

@@ -95,8 +95,15 @@ class VAE(Model, ElboModel, Generative):
 
     def terms(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> ElboTerms:
         q = self.posterior(x)
-        terms = elbo_terms(x, q, self.prior_distribution(x, labels), self.decode, self.likelihood)
+        return self.with_extra_terms(x, elbo_terms(x, q, self.prior_distribution(x, labels), self.decode,
+                                                   self.likelihood), labels)
+
+    def with_extra_terms(self, x: torch.Tensor, terms: ElboTerms, labels: torch.Tensor | None = None) -> ElboTerms:
+        """``terms`` with the model's :meth:`extra_terms` and the likelihood's own loss terms (where it
+        ``adds_loss_terms``: e.g. its σ prior) in ``extra``."""
         terms.extra.update(self.extra_terms(x, terms, labels))
+        if self.likelihood.adds_loss_terms:
+            terms.extra.update(self.likelihood.loss_terms(x, self.scaling))
         return terms
 
     def extra_terms(self, x: torch.Tensor, terms: ElboTerms, labels: torch.Tensor | None = None

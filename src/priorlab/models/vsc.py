@@ -333,7 +333,7 @@ class VSC(VAE):
             else:
                 kl = pseudo_input_mixture_kl(gamma[:n], kmu[:n], klv[:n], p.gamma_u, kmu[n:], klv[n:], weights)
             terms = elbo_terms(x, q, p, self.decode, self.likelihood, kl=kl)
-        terms.extra.update(self.extra_terms(x, terms, labels))
+        terms = self.with_extra_terms(x, terms, labels)
         g, w = gamma[:n].detach(), weights.detach()
         terms.deferred_logs.append(lambda: spike_diagnostics(g, w))  # computed when the logs are read
         return terms

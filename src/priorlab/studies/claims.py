@@ -138,7 +138,8 @@ def _critical(method: str, n: int) -> float:
 def n_to_decide(estimate: Estimate, side: str, threshold: float | tuple[float, float]) -> int | None:
     """The n per arm at which the interval's half-width falls below the distance from the estimate to
     the threshold (to the nearest band edge), at the observed spread: every standard error scaled by
-    √(n_now / n), the critical value at n.  ``None`` without a spread (fewer than two units or a zero
+    √(n_now / n) but for its part that more units leave as it is (``se_fixed``: a test set every unit
+    shares), the critical value at n.  ``None`` without a spread (fewer than two units or a zero
     standard error); :data:`N_MAX` + 1 when not even :data:`N_MAX` decides it."""
     v, n0 = estimate.value, estimate.n
     se = estimate.se
@@ -149,8 +150,9 @@ def n_to_decide(estimate: Estimate, side: str, threshold: float | tuple[float, f
     dist = (min(abs(v - threshold[0]), abs(v - threshold[1])) if side == "in" else abs(v - threshold))
     if dist == 0:
         return N_MAX + 1
+    fixed = min(estimate.se_fixed, se) if math.isfinite(estimate.se_fixed) else 0.0
     for n in range(n0 + 1, N_MAX + 1):
-        if _critical(estimate.method, n) * se * math.sqrt(n0 / n) < dist:
+        if _critical(estimate.method, n) * math.sqrt(fixed**2 + (se**2 - fixed**2) * n0 / n) < dist:
             return n
     return N_MAX + 1
 
@@ -339,7 +341,10 @@ def verdict_cell(claim: dict[str, Any], cost: str = "") -> str:
     text = verdict_text(claim["verdict"]) + (f" ({claim['reason']})" if claim.get("reason") else "")
     if claim["verdict"] == INCONCLUSIVE and claim.get("lean"):
         need = claim.get("n_to_decide")
+        shared = any(p.get("se_fixed") for p in claim.get("parts", []))
         decides = ("no spread to extrapolate" if need is None else
+                   "more units alone do not decide it: the part of its interval from the test points every unit "
+                   "shares spans the margin (more test points would)" if need > N_MAX and shared else
                    f"undecidable below n = {N_MAX}" if need > N_MAX else f"n ≈ {need} per arm decides it")
         text += f"; leans {claim['lean']}; {decides}" + (f" ({cost})" if cost and need and need <= N_MAX else "")
     return text

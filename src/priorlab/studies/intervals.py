@@ -14,8 +14,9 @@ the interval is (−∞, ∞) and any claim resting on it is inconclusive — on
   independent proportions, Newcombe's hybrid Wilson score interval, method 10 of Newcombe 1998);
   :func:`newcombe_paired_difference` (two proportions on the same units: method 10 of Newcombe 1998b).
 * :func:`accuracy`: a mean test accuracy over replicates scored on one shared test set, its binomial
-  variance added to the between-replicate variance; :func:`ratio` carries both uncertainties into a ratio
-  (delta method), e.g. an accuracy as a share of a supervised ceiling.
+  variance added to the between-replicate variance; :func:`paired_ratio`: the ratio of two
+  accuracies on the same test points (delta method with their covariance and both arms' replicate
+  spread), e.g. an accuracy as a share of a supervised ceiling.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class Estimate:
     high: float
     n: int
     method: str
-    se: float = float("nan")  # standard error where the method has one (for :func:`ratio`)
+    se: float = float("nan")  # standard error where the method has one (for n_to_decide)
+    se_fixed: float = 0.0  # the part of ``se`` that more units do not reduce (a test set they all share)
 
     def __post_init__(self) -> None:
         if not (self.low <= self.high) and not (math.isnan(self.low) or math.isnan(self.high)):
@@ -204,19 +206,45 @@ def accuracy(values: Sequence[float], n_test: int, level: float = LEVEL) -> Esti
     se = math.sqrt(seeds + binom)
     df = (seeds + binom) ** 2 * (r - 1) / seeds**2 if seeds > 0 else math.inf  # Satterthwaite: binomial part known
     h = float(stats.t.ppf(0.5 + level / 2, df) if math.isfinite(df) else stats.norm.ppf(0.5 + level / 2)) * se
-    return Estimate(p, max(0.0, p - h), min(1.0, p + h), r, "t + binomial", se)
+    return Estimate(p, max(0.0, p - h), min(1.0, p + h), r, "t + binomial", se, math.sqrt(binom))
 
 
-def ratio(num: Estimate, den: Estimate, level: float = LEVEL) -> Estimate:
-    """``num / den`` with a delta-method normal interval from both standard errors (independent);
-    ``n`` is the numerator's (the replicates the ratio is about; the denominator a reference)."""
-    if not (math.isfinite(num.se) and math.isfinite(den.se)) or den.value == 0:
-        return Estimate(num.value / den.value if den.value else float("nan"), -INF, INF, num.n,
-                        "ratio (delta method)")
-    r = num.value / den.value
-    se = abs(r) * math.sqrt((num.se / num.value) ** 2 + (den.se / den.value) ** 2) if num.value else den.se
-    z = float(stats.norm.ppf(0.5 + level / 2))
-    return Estimate(r, r - z * se, r + z * se, num.n, "ratio (delta method)", se)
+def paired_ratio(num: np.ndarray, den: np.ndarray, level: float = LEVEL) -> Estimate:
+    """The ratio of two mean accuracies scored on the *same* test points, e.g. a semi-supervised
+    accuracy as a share of its supervised ceiling.  ``num``: [units, points] 0/1 (or any per-point
+    score) of the claim's independent units (seeds on one pretraining averaged first); ``den``:
+    [replicates, points] of the reference, trained independently of them.
+
+    R = Ā / C̄ with a delta-method variance of three parts (normal-theory, t with Satterthwaite df):
+
+    * the test points, shared by both arms: the per-point linearisation d_i = (ā_i − R c̄_i) / C̄
+      (ā_i, c̄_i: point means over units / replicates), var(d)/n — the ratio estimator's variance of
+      Cochran (1977, eq. 6.9, no finite-population term) with s_y² + R² s_x² − 2R s_xy in it, so the
+      two arms' covariance on the same points is carried;
+    * the units' spread s_A² / U of their accuracies, and the reference's R² s_C² / C, over C̄².
+
+    The unit × point interaction enters both the point and the unit part (conservative by at most
+    σ²_int / (U n)).  Fewer than two units or two reference replicates: no interval (the spread
+    of either is unknown)."""
+    a, c = np.atleast_2d(np.asarray(num, float)), np.atleast_2d(np.asarray(den, float))
+    if a.shape[1] != c.shape[1]:
+        raise ValueError(f"the two arms are scored on different test points ({a.shape[1]} vs {c.shape[1]})")
+    u, k, n = len(a), len(c), a.shape[1]
+    abar, cbar = float(a.mean()), float(c.mean())
+    method = "ratio (delta method, paired points)"
+    if u < 2 or k < 2 or n < 2 or cbar == 0:
+        return Estimate(abar / cbar if cbar else float("nan"), -INF, INF, u, method)
+    r = abar / cbar
+    d = (a.mean(0) - r * c.mean(0)) / cbar
+    parts = np.array([d.var(ddof=1) / n, a.mean(1).var(ddof=1) / u / cbar**2,
+                      r**2 * c.mean(1).var(ddof=1) / k / cbar**2])
+    dfs = np.array([n - 1, u - 1, k - 1], float)
+    var = float(parts.sum())
+    if var == 0:
+        return Estimate(r, r, r, u, method, 0.0)
+    df = var**2 / float((parts**2 / dfs).sum())  # Satterthwaite
+    h = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(var)
+    return Estimate(r, r - h, r + h, u, method, math.sqrt(var), math.sqrt(parts[0]))
 
 
 def slope(x: Sequence[float], y: Sequence[float]) -> float:

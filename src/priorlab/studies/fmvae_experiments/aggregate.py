@@ -53,5 +53,10 @@ def semi_supervised_entry(params, name: str, r: dict[str, Any], ceilings: dict[s
             "ceiling_capped": bool(native and native["stopped"] == "max_steps"),
             "ceiling_plateaued": bool(native and native["stopped"] == "plateau"),
             "ceiling_n_test": native["n_test"] if native else None,
+            "ceiling_replicates": [r["accuracy"] for r in native["replicates"]] if native else [],
+            # which test points each got right: the relative claim pairs the run with the ceiling on them
+            "heldout_correct": extra.get("heldout_correct"),
+            "confusion": extra.get("heldout_confusion"),  # [label, assigned cluster] counts on the test points
+            "ceiling_correct": [r["correct"] for r in native["replicates"]] if native else [],
             "ceilings": {res: e["accuracy"] for res, e in found["resolutions"].items()} if found else {},
             **relative_verdict(acc, native["accuracy"] if native else None)}

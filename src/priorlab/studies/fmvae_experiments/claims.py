@@ -11,7 +11,8 @@ import pandas as pd
 
 from priorlab.studies.claims import Claim, fmt
 from priorlab.studies.criteria import criterion
-from priorlab.studies.intervals import Estimate, accuracy, mean_t, paired_difference, ratio, slope, unit_means
+from priorlab.io import unpack_flags
+from priorlab.studies.intervals import accuracy, mean_t, paired_difference, paired_ratio, slope, unit_means
 
 SATURATION = 0.25  # "saturates": the last doubling gains at most this share of the total gain (001.elbo_saturates)
 
@@ -51,8 +52,8 @@ def semi_supervised_claims(semi: dict[str, dict[str, Any]], models: dict[str, st
     """Sec. 4.2 per semi-supervised model (its runs over pretraining units, the seeds of one averaged
     first): the absolute criterion written first
     (``001.semi_supervised``: mean held-out accuracy, seed spread + test-set binomial) and the
-    relative one (``001.semi_supervised_relative``: accuracy / supervised ceiling, untestable when the
-    ceiling did not plateau)."""
+    relative one (``001.semi_supervised_relative``: accuracy / supervised ceiling on the same test
+    points, the ceiling's classifiers its replicates; untestable when the ceiling did not plateau)."""
     by_model: dict[str, list[str]] = {}
     for run in semi:
         by_model.setdefault(models[run], []).append(run)
@@ -70,8 +71,19 @@ def semi_supervised_claims(semi: dict[str, dict[str, Any]], models: dict[str, st
         if c is None or not accs:
             claims.append(rel.decide([], f"{runs_text}; no supervised ceiling", subject=subject))
             continue
-        ceil = Estimate(c, c, c, 1, "binomial", float(np.sqrt(c * (1 - c) / c_n)))
+        ceils = r0["ceiling_replicates"]
         failed = "" if plateaued else f"the ceiling {c:.3f} did not plateau (stopped by its step cap)"
-        claims.append(rel.decide([("", ratio(acc, ceil))], f"{runs_text}; ceiling {c:.3f} on {c_n} test points",
-                                 failed, subject=subject))
+        claims.append(rel.decide([("", paired_ratio(*correct_points(semi, scored, c_n)))],
+                                 f"{runs_text}; ceiling {c:.3f} ({len(ceils)} classifiers: {fmt(ceils)}) on the same "
+                                 f"{c_n} test points", failed, subject=subject))
     return claims
+
+
+def correct_points(semi: dict[str, dict[str, Any]], runs: list[str], n_test: int) -> tuple[np.ndarray, np.ndarray]:
+    """The per-point correctness of ``runs`` ([units, points]: the runs of one pretraining averaged)
+    and of their ceiling's classifiers ([replicates, points]), on the ``n_test`` points both are scored on."""
+    hits = np.stack([unpack_flags(semi[r]["heldout_correct"], n_test).astype(float) for r in runs])
+    units = [semi[r].get("unit", r) for r in runs]
+    by_unit = np.stack([hits[[u == v for u in units]].mean(0) for v in dict.fromkeys(units)])
+    ceiling = np.stack([unpack_flags(t, n_test).astype(float) for t in semi[runs[0]]["ceiling_correct"]])
+    return by_unit, ceiling

@@ -89,6 +89,24 @@ def semi_supervised_table(semi: dict[str, Any]) -> list[str]:
                      f"≥ {RELATIVE_GOAL:.0%} of ceiling (issue 10)"], rows)
 
 
+def confusion_lines(run: str, r: dict[str, Any]) -> list[str]:
+    """Markdown: where the held-out points of each label went (share of the label's points per
+    cluster of the clamped factor; cluster k is label k's), and the largest confusion in words."""
+    conf = np.asarray(r.get("confusion") or [], float)
+    if conf.size == 0:
+        return []
+    labels = [i for i in range(len(conf)) if conf[i].sum() > 0]
+    share = conf[labels] / conf[labels].sum(1, keepdims=True)
+    rows = [[f"label {i}", int(conf[i].sum()), *[f"{v:.0%}" for v in s]] for i, s in zip(labels, share)]
+    off = share.copy()
+    off[np.arange(len(labels)), labels] = -1
+    i, k = np.unravel_index(int(off.argmax()), off.shape)
+    return [f"Held-out points of `{run}` ({r['supervised_factor']}) by label (rows) and assigned cluster of the "
+            f"clamped factor (columns; cluster k is label k's): the largest confusion sends {share[i, k]:.0%} of "
+            f"label {labels[i]} to cluster {k}.", "",
+            *md_table(["label", "points", *[f"cluster {c}" for c in range(conf.shape[1])]], rows), ""]
+
+
 def write_fmvae_readme(summary: dict[str, Any], frame: pd.DataFrame, path: Path) -> Path:
     """``reports/fmvae_experiments/README.md``: the claims, the ELBO-vs-K table and the figures."""
     lines = ["# Factorial mixture prior VAE experiments (paper 001)", "",
@@ -115,8 +133,8 @@ def write_fmvae_readme(summary: dict[str, Any], frame: pd.DataFrame, path: Path)
                   "Both criteria are decided over seeds with their intervals in the claims table above (point "
                   "values per run here).  The absolute one was written first and gives the headline verdict; the "
                   "relative one (issue 10) is untestable against a ceiling that did not plateau.", ""]
-    for run in summary.get("semi_supervised", {}):
-        lines += [f"## Semi-supervised factor (sec. 4.2): `{run}`", "",
+    for run, r in summary.get("semi_supervised", {}).items():
+        lines += [f"## Semi-supervised factor (sec. 4.2): `{run}`", "", *confusion_lines(run, r),
                   f"![conditional grid](conditional_grid_{run}.png)", ""]
     for run, r in summary.get("factorial", {}).items():
         lines += [f"## Factorial grid (fig. 8): `{run}`", "", f"components used per factor: {r['components_used']}", "",

@@ -15,7 +15,11 @@ Stopping rule (issue 26): every ``eval_every`` steps the accuracy on ``n_val`` v
 recorded; the run stops at the plateau — after at least ``min_steps`` steps, the last
 ``plateau_fraction`` of the evaluations bring no gain over the best before them — or at
 ``max_steps``, in which case the ceiling did not plateau and claims against it are untestable.  The reported ceiling is the accuracy on the first ``n_eval`` test points of the
-weights with the best validation accuracy: the points the semi-supervised runs are scored on.
+weights with the best validation accuracy: the points the semi-supervised runs are scored on.  At the
+native resolution ``replicates`` classifiers (seeds ``seed + k``) measure the ceiling: its value is
+their mean, it plateaued when every replicate did, and each keeps which test points it got right
+(:func:`priorlab.io.pack_flags`), so that the relative claim pairs them with the semi-supervised
+runs' points (:func:`priorlab.studies.intervals.paired_ratio`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from torch import nn
 
 from priorlab import paths
 from priorlab.config import ParamsError
-from priorlab.io import write_json, write_json_folder
+from priorlab.io import pack_flags, write_json, write_json_folder
 
 if TYPE_CHECKING:
     from priorlab.config import Params, SupervisedCeilingParams
@@ -55,12 +59,17 @@ def should_stop(history: list[float], fraction: float, min_evals: int) -> bool:
 
 
 @torch.no_grad()
+def correct(net: nn.Module, x: torch.Tensor, y: torch.Tensor, prepare, batch: int = 500) -> np.ndarray:
+    """Per row: whether its arg-max logit is the label (bool)."""
+    net.eval()
+    hits = torch.cat([net(prepare(x[s : s + batch])).argmax(1) == y[s : s + batch] for s in range(0, len(x), batch)])
+    net.train()
+    return hits.numpy()
+
+
 def accuracy(net: nn.Module, x: torch.Tensor, y: torch.Tensor, prepare, batch: int = 500) -> float:
     """Share of rows whose arg-max logit is the label."""
-    net.eval()
-    hits = sum(int((net(prepare(x[s : s + batch])).argmax(1) == y[s : s + batch]).sum()) for s in range(0, len(x), batch))
-    net.train()
-    return hits / len(x)
+    return float(correct(net, x, y, prepare, batch).mean())
 
 
 def train_classifier(net: nn.Module, prepare, train: tuple[torch.Tensor, torch.Tensor],
@@ -89,14 +98,16 @@ def train_classifier(net: nn.Module, prepare, train: tuple[torch.Tensor, torch.T
             stopped = "plateau"
             break
     net.load_state_dict(best_state)
-    return {"accuracy": accuracy(net, *test, prepare), "val_accuracy": best, "best_step": best_step, "steps": step,
-            "stopped": stopped, "val_history": [round(a, 4) for a in history]}
+    hits = correct(net, *test, prepare)
+    return {"accuracy": float(hits.mean()), "val_accuracy": best, "best_step": best_step, "steps": step,
+            "stopped": stopped, "val_history": [round(a, 4) for a in history], "correct": pack_flags(hits)}
 
 
-def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | None = None
+def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | None = None, replicate: int = 0
                ) -> tuple[dict[str, Any], nn.Module]:
-    """The ceiling of ``factor`` on ``setup_name``'s data (``resolution``: dSprites re-rendered) and the
-    classifier (its best-validation weights)."""
+    """The ceiling of ``factor`` on ``setup_name``'s data (``resolution``: dSprites re-rendered) by the
+    classifier of seed ``supervised_ceiling.seed + replicate``, and that classifier (its best-validation
+    weights)."""
     from priorlab.data.dsprites import render_dsprites
     from priorlab.models.fmvae import data_factor_labels
     from priorlab.nets import build_encoder
@@ -112,15 +123,27 @@ def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | N
     if cfg.n_val >= len(ys["train"]):
         raise ParamsError(f"supervised_ceiling.n_val {cfg.n_val} leaves no training points of setup {setup_name!r} "
                           f"({len(ys['train'])})")
-    perm = torch.from_numpy(np.random.RandomState(cfg.seed).permutation(len(ys["train"])))
+    seed = cfg.seed + replicate
+    perm = torch.from_numpy(np.random.RandomState(seed).permutation(len(ys["train"])))
     fit, held = perm[cfg.n_val :], perm[: cfg.n_val]
-    torch.manual_seed(cfg.seed)  # weight initialisation
+    torch.manual_seed(seed)  # weight initialisation
     n_classes = int(max(ys["train"].max(), ys["test"].max())) + 1
     net = build_encoder(setup.encoder, tuple(xs["train"].shape[1:]), n_classes, setup.hidden, setup.channels)
     out = train_classifier(net, data.prepare, (xs["train"][fit], ys["train"][fit]),
-                           (xs["train"][held], ys["train"][held]), (xs["test"][:n_eval], ys["test"][:n_eval]), cfg, cfg.seed)
+                           (xs["train"][held], ys["train"][held]), (xs["test"][:n_eval], ys["test"][:n_eval]), cfg, seed)
     return {"setup": setup_name, "factor": factor, "resolution": int(xs["train"].shape[-1]), "classes": n_classes,
-            "n_train": len(fit), "n_val": cfg.n_val, "n_test": n_eval, "encoder": setup.encoder, **out}, net
+            "n_train": len(fit), "n_val": cfg.n_val, "n_test": n_eval, "encoder": setup.encoder, "seed": seed,
+            **out}, net
+
+
+def pooled(replicates: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ceiling from its replicate classifiers: their mean test accuracy, plateaued only when every
+    replicate did (else ``stopped`` is ``max_steps``), each replicate's record under ``replicates``."""
+    first = replicates[0]
+    keep = ("setup", "factor", "resolution", "classes", "n_train", "n_val", "n_test", "encoder")
+    return {**{k: first[k] for k in keep}, "accuracy": float(np.mean([r["accuracy"] for r in replicates])),
+            "stopped": "plateau" if all(r["stopped"] == "plateau" for r in replicates) else "max_steps",
+            "replicates": [{k: v for k, v in r.items() if k not in keep} for r in replicates]}
 
 
 def relative_verdict(acc: float | None, ceiling: float | None, goal: float = RELATIVE_GOAL) -> dict[str, Any]:
@@ -151,13 +174,17 @@ def run_supervised_ceiling(params: Params) -> dict[str, Any]:
         extra = [r for r in cfg.resolutions if r != data.resolution] if data.kind == "dsprites" else []
         entries = {}
         for res in [None, *extra]:
-            t0 = time.perf_counter()  # wall time goes to the log, not the output (byte-identical reruns)
-            r, net = ceiling_of(params, setup, factor, res)
-            save_model(MODELS / f"{setup}-{factor}-{r['resolution']}.pt", net,
-                       {"setup": setup, "factor": factor, "resolution": r["resolution"], "classes": r["classes"]})
-            print(f"{setup}:{factor} at {r['resolution']} px: accuracy {r['accuracy']:.3f} "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
-            entries[str(r["resolution"])] = r
+            reps = []
+            for k in range(cfg.replicates if res is None else 1):
+                t0 = time.perf_counter()  # wall time goes to the log, not the output (byte-identical reruns)
+                r, net = ceiling_of(params, setup, factor, res, k)
+                save_model(MODELS / f"{setup}-{factor}-{r['resolution']}{f'-r{k}' if k else ''}.pt", net,
+                           {"setup": setup, "factor": factor, "resolution": r["resolution"], "classes": r["classes"],
+                            "seed": r["seed"]})
+                print(f"{setup}:{factor} at {r['resolution']} px, seed {r['seed']}: accuracy {r['accuracy']:.3f} "
+                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+                reps.append(r)
+            entries[str(reps[0]["resolution"])] = pooled(reps)
         out["targets"][f"{setup}:{factor}"] = {"native": str(next(iter(entries.values()))["resolution"]),
                                                "resolutions": entries}
     write_json(OUT_FILE, out)
@@ -166,12 +193,18 @@ def run_supervised_ceiling(params: Params) -> dict[str, Any]:
 
 
 def headline(ceilings: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A :func:`run_supervised_ceiling` result's ``dvc metrics`` files: per classifier
-    (``<setup>-<factor>-<resolution>``) its test and best validation accuracy, steps, and whether it
-    stopped at the plateau (1) or at ``max_steps`` (0)."""
-    return {f"{target.replace(':', '-')}-{res}": {"accuracy": r["accuracy"], "val_accuracy": r["val_accuracy"],
-                                                  "steps": r["steps"], "plateau": int(r["stopped"] == "plateau")}
-            for target, entry in ceilings["targets"].items() for res, r in entry["resolutions"].items()}
+    """A :func:`run_supervised_ceiling` result's ``dvc metrics`` files: per ceiling
+    (``<setup>-<factor>-<resolution>``) its test accuracy (the replicates' mean), whether every replicate
+    stopped at the plateau (1) or not (0), and per replicate k its test and best validation accuracy and
+    steps."""
+    out = {}
+    for target, entry in ceilings["targets"].items():
+        for res, r in entry["resolutions"].items():
+            out[f"{target.replace(':', '-')}-{res}"] = {
+                "accuracy": r["accuracy"], "plateau": int(r["stopped"] == "plateau"),
+                **{f"r{k}": {"accuracy": x["accuracy"], "val_accuracy": x["val_accuracy"], "steps": x["steps"]}
+                   for k, x in enumerate(r["replicates"])}}
+    return out
 
 
 def ceiling_for(ceilings: dict[str, Any], setup: str, factor: str) -> dict[str, Any] | None:
@@ -191,5 +224,5 @@ def ceiling_setup(params: Params, setup: str) -> str:
                 setup)
 
 
-__all__ = ["RELATIVE_GOAL", "accuracy", "ceiling_for", "ceiling_of", "ceiling_setup", "relative_verdict", "run_supervised_ceiling",
+__all__ = ["RELATIVE_GOAL", "accuracy", "ceiling_for", "ceiling_of", "correct", "pooled", "ceiling_setup", "relative_verdict", "run_supervised_ceiling",
            "should_stop", "train_classifier"]

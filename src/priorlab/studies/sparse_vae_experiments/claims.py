@@ -34,10 +34,16 @@ def _median_gap(rows, sparse: str, baselines: list[str], rho: float, key: str, l
     return bootstrap(units, stat, random_state, method="paired bootstrap")
 
 
-def decide_claims(rows: list[dict[str, Any]], sparse: str, deep_baselines: list[str], random_state: int = 0
-                  ) -> list[Claim]:
+AS_WRITTEN, AS_RELEASED = "as written", "as released"
+"""The two objectives every synthetic claim is decided under (issue 42): the paper's (``loss_scaling:
+paper``) and the released code's (``released_code``, with its σ_j and θ treatment)."""
+
+
+def decide_claims(rows: list[dict[str, Any]], sparse: str, deep_baselines: list[str], random_state: int = 0,
+                  subject: str = "") -> list[Claim]:
     """The synthetic claims (criteria ``003.mse``, ``003.dci``, ``003.support_f1``,
-    ``003.active_columns``): per ρ a percentile-bootstrap interval over data sets of the medians."""
+    ``003.active_columns``): per ρ a percentile-bootstrap interval over data sets of the medians;
+    ``subject`` names the objective (:data:`AS_WRITTEN`, :data:`AS_RELEASED`)."""
     rhos = list(dict.fromkeys(r["rho"] for r in rows if r["method"] == sparse))
     methods = [sparse, *deep_baselines]
 
@@ -54,17 +60,19 @@ def decide_claims(rows: list[dict[str, Any]], sparse: str, deep_baselines: list[
     return [
         criterion("003.mse").decide([(f"ρ={r:g}", _median_gap(rows, sparse, deep_baselines, r, "mse", True,
                                                              random_state)) for r in rhos],
-                                    f"medians over {n} data sets — {measured('mse')}"),
+                                    f"medians over {n} data sets — {measured('mse')}", subject=subject),
         criterion("003.dci").decide([(f"ρ={r:g}", _median_gap(rows, sparse, deep_baselines, r, "dci_d", False,
                                                              random_state)) for r in rhos],
-                                    f"medians over {n} data sets — {measured('dci_d')}"),
+                                    f"medians over {n} data sets — {measured('dci_d')}", subject=subject),
         criterion("003.support_f1").decide(
             [(f"ρ={r:g}", median("f1", r)) for r in rhos],
-            f"median F1 {fmt([np.median(list(_by_seed(rows, sparse, r, 'f1').values())) for r in rhos])}"),
+            f"median F1 {fmt([np.median(list(_by_seed(rows, sparse, r, 'f1').values())) for r in rhos])}",
+            subject=subject),
         criterion("003.active_columns").decide(
             [(f"ρ={r:g}", median("active_columns", r)) for r in rhos],
             "median active columns "
-            f"{fmt([np.median(list(_by_seed(rows, sparse, r, 'active_columns').values())) for r in rhos], 2)}"),
+            f"{fmt([np.median(list(_by_seed(rows, sparse, r, 'active_columns').values())) for r in rhos], 2)}",
+            subject=subject),
     ]
 
 

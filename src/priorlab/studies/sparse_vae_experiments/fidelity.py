@@ -54,21 +54,28 @@ SHARED: list[Row] = [
      "drops λ_s/2 (C model_trainer.py:96-98)", lambda p: "the code's form" if not any(
          p.models[m].density_constants for m in p.sparse_vae_study.models if p.models[m].kind == "sparse_vae")
      else "eq. 57", "`density_constants: true` = eq. 57"),
-    ("θ init", "—", "θ ~ U(0, 1) (C models.py:247)", lambda p: "0.5", "deviation: deterministic start"),
+    ("θ init", "—", "θ ~ U(0, 1), unseeded (C models.py:247)",
+     lambda p: "paper: 0.5; released_code: θ ~ U(0, 1) from the run's seeded generator",
+     "`loss_scaling` (paper: a deterministic start)"),
     ("σ_j prior", "σ_j² ~ IG(ν/2, νξ/2), ν = 3, ξ: the 5 % quantile of the sample variances is the prior's 90 % "
-     "quantile (C.2, eq. 60)", "the same rule, ξ from all rows, ddof 0 (C dataset.py:161-173)",
-     lambda p: "the same rule, ξ from the training rows, ddof 1; σ_j² starts at the sample variances",
-     "likelihood `gaussian_ig`"),
+     "quantile (C.2, eq. 60)", "the 5 % quantile of the stds (ddof 0), squared; all rows, test rows included "
+     "(C dataset.py:161-173)",
+     lambda p: "paper: the quantile of the variances (ddof 1) of the training rows; released_code: the code's "
+     "rule on the training rows", "likelihood `gaussian_ig` / `gaussian_ig_released`"),
     ("σ_j for the baselines", "—", "VAE, β-VAE and VSC get the same IG σ prior (C models.py:431-434, 635-638)",
-     lambda p: "the same `gaussian_ig` σ_j for every deep model", "(the study's setup)"),
+     lambda p: "each deep model the σ_j of its objective (`gaussian_ig` or `gaussian_ig_released`); VSC "
+     "`gaussian_ig`", "(the study's setup)"),
     ("loss scaling", "the ELBO summed over data; the log prior of W once (eq. 7-8)",
      "recon an MSE mean over B·G; KL a mean over B·K; SSL penalty / B; σ objective / B (C models.py:125, 189, "
-     "206-211, 263)", lambda p: "claims: `paper` (−log p(x|z) + β·KL + penalty / N per observation); beside them: "
-     + _models([m for m in p.sparse_vae_study.variant_models if p.models[m].kind in ("vae", "sparse_vae")], p),
+     "206-211, 263)", lambda p: "as written: `paper` (−log p(x|z) + β·KL + penalty / N per observation); as "
+     "released: " + _models([m for m in p.sparse_vae_study.variant_models
+                             if p.models[m].kind in ("vae", "sparse_vae")], p),
      "`loss_scaling: paper | released_code`"),
-    ("σ_j update", "MAP point estimate", "Adam on log σ_j with the code's σ objective",
-     lambda p: "paper: stochastic full-data MAP after each step; released_code: the minimiser of the code's "
-     "per-batch σ objective after each step", "`loss_scaling`"),
+    ("σ_j update", "MAP point estimate", "log σ_j a parameter from log std_j, one Adam step (lr 0.01) per batch on "
+     "the code's σ objective (C models.py:44-45, 206-211; model_trainer.py:62-66, 88-90)",
+     lambda p: "paper: stochastic full-data MAP after each step; released_code: the code's — log σ_j from the "
+     "training rows' std, the model's Adam on the code's σ objective", "likelihood `gaussian_ig` / "
+     "`gaussian_ig_released`"),
     ("optimiser", "Adam (C.3)", "Adam, weight decay 0; the last partial batch kept (C model_trainer.py:65-66)",
      lambda p: "Adam, no weight decay; batches drawn by permutation, remainder dropped", "—"),
 ]

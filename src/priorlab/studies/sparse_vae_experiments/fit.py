@@ -19,6 +19,7 @@ import torch
 
 from priorlab import paths
 from priorlab.config import ModelParams, Params, ParamsError, SetupParams
+from priorlab.config.models import loss_scaling_of
 from priorlab.data.store import in_memory
 from priorlab.io import write_json, write_json_folder
 from priorlab.studies.sparse_vae_experiments import NAME
@@ -26,11 +27,13 @@ from priorlab.studies.sparse_vae_experiments import NAME
 SUPPORT_FRACTION = 0.1  # linear baselines: a loading counts when ≥ this share of its column's max
 
 
-def setup_for(study, likelihood: str = "gaussian") -> SetupParams:
-    """The nets of a study model: the MLP of ``hidden``. ``likelihood`` gaussian: ``gaussian_ig`` for
-    every model (σ_j² with the Inverse-Gamma prior, see :mod:`.sparse_vae_experiments`); else as named."""
+def setup_for(study, likelihood: str = "gaussian", scaling: str = "paper") -> SetupParams:
+    """The nets of a study model: the MLP of ``hidden``. ``likelihood`` gaussian: σ_j² with the
+    Inverse-Gamma prior for every model (see :mod:`.sparse_vae_experiments`), its MAP in closed form
+    (``gaussian_ig``) or, for a model of ``loss_scaling: released_code``, learned as the released code
+    learns it (``gaussian_ig_released``); else as named."""
     if likelihood == "gaussian":
-        likelihood = "gaussian_ig"
+        likelihood = "gaussian_ig_released" if scaling == "released_code" else "gaussian_ig"
     return SetupParams(dataset="synthetic", latent_dim=study.latent_dim, hidden=list(study.hidden),
                        likelihood=likelihood, obs_std=1.0, learn_obs_std=False)
 
@@ -44,7 +47,7 @@ def fit_deep(name: str, spec: ModelParams, study, data, seed: int, likelihood: s
 
     opt = dataclasses.replace(study.train, seed=seed)
     torch.manual_seed(seed)
-    model = build_model(setup_for(study, likelihood), spec, data.obs_shape)
+    model = build_model(setup_for(study, likelihood, loss_scaling_of(spec)), spec, data.obs_shape)
     model.bind_data(data)
     ckpt = paths.CHECKPOINTS / NAME / f"{data.name}-{name}.pt"
     fit(model, model.training_set(data), opt, checkpoint=ckpt, live_dir=None, fingerprint=fingerprint(
