@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 
-RECORDS = ("reports/pipeline_timings_cpu.json", "reports/gpu/gpu_hours.json")
-"""Committed records under ``reports/`` that a stage reads (the report prices missing units with them)."""
+RECORDS = ("reports/pipeline_timings_cpu.json", "reports/gpu/gpu_hours.json", "reports/sparse_vae_released_code_cpu.json")
+"""Committed records under ``reports/`` that a stage reads (the report prices missing units with them; paper
+003's diagnosis sets the released code's run beside the study)."""
 
 
 def copy_project(root: Path, dst: Path) -> Path:

@@ -25,6 +25,7 @@ def tiny_serial(tmp_path_factory):
     return serial_tiny(tmp_path_factory.mktemp("project"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which turns the marker into the group
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs two workers), the tests that read the tiny pipeline's serial
     run share one worker, so the session fixture above runs once."""

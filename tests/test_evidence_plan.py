@@ -160,6 +160,8 @@ def test_lean_and_the_claims_n_to_decide():
     cell = verdict_cell(both_up.to_dict(), "+5 units: ≈ 3 cpu-min")
     assert f"leans {FOR}" in cell and f"n ≈ {both_up.n_to_decide} per arm" in cell and "cpu-min" in cell
     assert verdict_cell(crit.decide([("a", mean_t([-1.0, -1.1, -0.9]))], "m").to_dict()) == f"**{NOT_REPRODUCED}**"
+    failing = dict(crit.decide([("a", mean_t([-1.0, -1.1, -0.9]))], "m").to_dict(), diagnosis="study/diagnosis.md")
+    assert verdict_cell(failing) == f"**{NOT_REPRODUCED}** ([diagnosis](study/diagnosis.md))"
 
 
 def test_every_criterion_has_a_plan_for_each_profile():

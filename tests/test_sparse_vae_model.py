@@ -480,3 +480,35 @@ def test_choose_beta_breaks_ties_towards_the_smaller_beta():
     seen = []
     F.choose_beta([1.0], x, 0.2, 3, lambda b, rest, val: seen.append((len(rest), len(val))) or 0.0)
     assert seen == [(16, 4)]
+
+
+def test_diagnosis_sets_the_released_codes_run_beside_both_arms():
+    """The generated diagnosis: per ρ the collapse rate, active columns, F1 and MSE of both arms and of
+    the released code's recorded run (default initialisation only), Fisher's test on the collapses, and a
+    conclusion that follows the numbers (``open`` when the released code does not settle it)."""
+    from priorlab.studies.sparse_vae_experiments import diagnosis as D
+
+    def ours(method, rho, seed, mse, active, f1=None):
+        return {"method": method, "rho": rho, "seed": seed, "mse": mse, "active_columns": active,
+                "collapsed": mse > 3 or active < 2, **({"f1": f1} if f1 is not None else {})}
+
+    rows = [r for rho in (0.0, 0.8) for s in range(4) for r in (
+        ours("s", rho, s, 0.4, 3, 0.6), ours("v", rho, s, 0.5, 4), ours("sc", rho, s, 5.0 if s < 3 else 0.4, 2, 0.53),
+        ours("vc", rho, s, 0.3, 3))]
+    runs = [{"rho": rho, "seed": s, "model": m, "epochs": 100, "torch_seed": s + off, "mse": mse, "mse_sampled_z": mse,
+             "active": act, "collapsed": mse > 3, **({"f1": 0.53} if m == "sparse_vae" else {}), "wall_s": 1.0}
+            for rho in (0.0, 0.8) for s in range(4) for off in (0, 100)
+            for m, mse, act in (("sparse_vae", 0.45, 2), ("vae", 0.35, 4)) if m == "sparse_vae" or off == 0]
+    record = {"code": {"repository": "a/b", "commit": "a30732af"}, "date": "d", "settings": "S", "scoring": "T",
+              "runs": runs}
+    claims = [{"key": "003.support_f1/as written", "verdict": "not reproduced"},
+              {"key": "003.mse/as released", "verdict": "not reproduced"}]
+    text = D.diagnosis_markdown(rows, record, claims, ("s", "v"), ("sc", "vc"))
+    assert "| released code: sparse vae, 100 epochs | 0.8 | 4 | 0% | 2 | 0.530 | 0.450 |" in text
+    assert "3/4 vs 0/4 (Fisher's exact test, two-sided p = 0.14)" in text  # ours vs the code's at ρ = 0
+    assert "### 003.support_f1" in text and "### 003.mse" in text and "### 003.active_columns" not in text
+    assert "**not reproduced as written**" in text.split("### 003.support_f1")[1].split("###")[0]  # code F1 < 0.8
+    assert "**not reproduced as written**" in text.split("### 003.mse")[1]  # the code's sparse VAE: 0.45 > 0.35
+    better = dict(record, runs=[dict(r, mse=0.30) if r["model"] == "sparse_vae" else r for r in runs])
+    assert "**open**" in D.diagnosis_markdown(rows, better, claims, ("s", "v"), ("sc", "vc")).split("### 003.mse")[1]
+    assert D.diagnosed("003.mse/as released") and not D.diagnosed("003.dci/as written")

@@ -172,7 +172,9 @@ def claims_section(root: Path, shared: list[str] | None = None, profile: str | N
     for name, summary in experiment_summaries(root):
         every += summary["claims"]
         lines += [f"### {summary['title']}", "", f"Details, figures and definitions: [{name}/README.md]"
-                  f"({name}/README.md).", "", *(claims_table(summary["claims"], profile, cost) or ["_no claim tested._"]),
+                  f"({name}/README.md).", "",
+                  *(claims_table([dict(c, diagnosis=f"{name}/{c['diagnosis']}") if c.get("diagnosis") else c
+                                  for c in summary["claims"]], profile, cost) or ["_no claim tested._"]),
                   ""]
     if not lines:
         return []

@@ -336,9 +336,12 @@ def n_text(claim: dict[str, Any], profile: str | None = None) -> str:
 
 
 def verdict_cell(claim: dict[str, Any], cost: str = "") -> str:
-    """The verdict, the reason when untestable, and for an inconclusive claim its lean and the n per
-    arm that would decide it (with ``cost``, the price of the units still missing)."""
+    """The verdict, the reason when untestable, for an inconclusive claim its lean and the n per arm
+    that would decide it (with ``cost``, the price of the units still missing), and the link to its
+    diagnosis where the study wrote one (``diagnosis``: a path relative to the table)."""
     text = verdict_text(claim["verdict"]) + (f" ({claim['reason']})" if claim.get("reason") else "")
+    if claim.get("diagnosis"):
+        text += f" ([diagnosis]({claim['diagnosis']}))"
     if claim["verdict"] == INCONCLUSIVE and claim.get("lean"):
         need = claim.get("n_to_decide")
         shared = any(p.get("se_fixed") for p in claim.get("parts", []))

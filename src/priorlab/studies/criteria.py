@@ -524,14 +524,14 @@ HISTORY: list[Change] = [
            "0.936]", "f5c7883",
            "issue 42: the interval unchanged; its estimate now names the part of its standard error that more "
            "pretrainings leave as it is (the shared test set's binomial), so that the n to decide does not shrink "
-           "it", "e8f29b46971c", label="equivalent"),
+           "it", "b72f76e65803", label="equivalent"),
     Change("001.semi_supervised_relative", "2026-11-28", "held-out accuracy / supervised ceiling (delta method, both "
            "uncertainties): 95 % interval > 0.95; untestable unless the ceiling reached its plateau",
            "shape, 40% labels: not reproduced 0.746 [0.619, 0.873]; label, 10% labels: inconclusive 0.960 [0.937, "
            "0.982]", "f5c7883",
            "issue 42 (paired data): the accuracy and the ceiling are scored on the same test points, so the ratio's "
            "interval carries their covariance (per-point correctness now recorded by both); the ceiling becomes the "
-           "mean of 3 classifiers trained with seeds 0, 1, 2 (one before), its seed spread in the interval", "70eae152e5e7", label="not comparable"),
+           "mean of 3 classifiers trained with seeds 0, 1, 2 (one before), its seed spread in the interval", "44c2cc1ba3e2", label="not comparable"),
     Change("002.vsc_contrast_kept", "2026-11-28", _RULES_AT_ISSUE26["002.vsc_contrast_kept"],
            "inconclusive -0.056 [-0.124, 0.013]", "05bb4a5",
            "issue 42: n counts independent units: the seeds that share a pretraining are averaged into one unit "

@@ -194,16 +194,16 @@ def run_supervised_ceiling(params: Params) -> dict[str, Any]:
 
 def headline(ceilings: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A :func:`run_supervised_ceiling` result's ``dvc metrics`` files: per ceiling
-    (``<setup>-<factor>-<resolution>``) its test accuracy (the replicates' mean), whether every replicate
-    stopped at the plateau (1) or not (0), and per replicate k its test and best validation accuracy and
-    steps."""
+    (``<setup>-<factor>-<resolution>``) its test accuracy (the replicates' mean) and their lowest and
+    highest, the most steps one took, and whether every replicate stopped at the plateau (1) or not (0);
+    each replicate's record is in ``ceilings.json``."""
     out = {}
     for target, entry in ceilings["targets"].items():
         for res, r in entry["resolutions"].items():
+            accs = [x["accuracy"] for x in r["replicates"]]
             out[f"{target.replace(':', '-')}-{res}"] = {
-                "accuracy": r["accuracy"], "plateau": int(r["stopped"] == "plateau"),
-                **{f"r{k}": {"accuracy": x["accuracy"], "val_accuracy": x["val_accuracy"], "steps": x["steps"]}
-                   for k, x in enumerate(r["replicates"])}}
+                "accuracy": r["accuracy"], "accuracy_min": min(accs), "accuracy_max": max(accs),
+                "steps_max": max(x["steps"] for x in r["replicates"]), "plateau": int(r["stopped"] == "plateau")}
     return out
 
 

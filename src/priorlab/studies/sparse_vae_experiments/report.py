@@ -15,12 +15,13 @@ import numpy as np
 from priorlab import paths
 from priorlab.config import Params
 from priorlab.config.models import loss_scaling_of
-from priorlab.io import save_figure, write_json
+from priorlab.io import read_json, save_figure, write_json
 from priorlab.studies.claims import Claim, claims_table, md_table
 from priorlab.studies.sparse_vae_experiments import NAME, PAPER, TITLE
 from priorlab.studies.sparse_vae_experiments.aggregate import real_fits, study_rows, summarise, write_recovery_table
 from priorlab.studies.sparse_vae_experiments.claims import (AS_RELEASED, AS_WRITTEN, claim_models, decide_claims,
                                                              decide_real_claims, first_sparse)
+from priorlab.studies.sparse_vae_experiments.diagnosis import RECORD, diagnosed, diagnosis_markdown
 from priorlab.studies.sparse_vae_experiments.real import TOP_MOVIES, mean_std
 
 OUT = paths.experiment_dir(NAME)
@@ -106,7 +107,7 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
     OUT.mkdir(parents=True, exist_ok=True)
     claims: list[Claim] = []
     t0 = time.perf_counter()
-    rows, heat, summary = [], {}, {}
+    rows, heat, summary, arms = [], {}, {}, {}
     if study.models:
         rows, heat = study_rows(params)
         summary = summarise(rows)
@@ -115,6 +116,7 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
             sparse, deep = claim_models(params, names, scaling)
             if sparse and deep:  # each objective decides on its own models' data sets, with equal weight
                 claims += decide_claims(rows, sparse, deep, subject=subject)
+                arms[subject] = (sparse, deep[0])
         if heat:
             heatmap(heat)
         write_recovery_table(summary, OUT / "recovery_vs_rho.csv")  # data plots of dvc.yaml (`dvc plots diff`)
@@ -138,10 +140,15 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
                    if spec is not None and spec.kind in ("vae", "sparse_vae") else "")
         lines += [f"## {method}{scaling}", ""] + method_table(per_rho) + [""]
     lines += selection_lines(rows, study.validation_fraction)
-    lines += real.pop("lines") + claims_table([c.to_dict() for c in claims])
+    records = [c.to_dict() for c in claims]
+    if rows and len(arms) == 2 and (paths.REPORTS / RECORD).is_file():  # the released code's run: issue 43
+        (OUT / "diagnosis.md").write_text(diagnosis_markdown(rows, read_json(paths.REPORTS / RECORD), records,
+                                                             arms[AS_WRITTEN], arms[AS_RELEASED]))
+        records = [dict(c, diagnosis="diagnosis.md") if diagnosed(c["key"]) else c for c in records]
+    lines += real.pop("lines") + claims_table(records)
     (OUT / "README.md").write_text("\n".join(lines) + "\n")
     (OUT / "fidelity.md").write_text(fidelity_markdown(params))
-    result = {"title": TITLE, "paper": PAPER, "claims": [c.to_dict() for c in claims], "rows": rows,
+    result = {"title": TITLE, "paper": PAPER, "claims": records, "rows": rows,
               "summary": {m: {str(r): v for r, v in s.items()} for m, s in summary.items()}, **real}
     write_json(OUT / "summary.json", result)
     return result
