@@ -142,3 +142,28 @@ def test_confusion_lines_name_the_largest_confusion():
     text = "\n".join(confusion_lines("run-0", r))
     assert "sends 45% of label 1 to cluster 2" in text and "| label 0 | 100 | 90% | 10% | 0% |" in text
     assert confusion_lines("run-0", {"supervised_factor": "shape"}) == []
+
+
+def test_semi_supervised_diagnosis_names_the_merged_labels_and_the_ceilings_convergence():
+    from priorlab.studies.fmvae_experiments.diagnosis import diagnosis_markdown, diagnosed, merged
+
+    assert merged([[90, 10, 0], [5, 50, 45], [0, 0, 100]]) == (1, 2, 0.45)
+    entry = lambda acc, conf, unit: {"supervised_factor": "shape", "labelled_fraction": 0.4,  # noqa: E731
+                                     "heldout_accuracy": acc, "confusion": conf, "unit": unit}
+    semi = {"a-0": entry(0.77, [[50, 0, 50], [0, 99, 1], [20, 0, 80]], "a"),
+            "a_r1-1": entry(0.60, [[80, 0, 20], [0, 60, 40], [0, 0, 100]], "a_r1")}
+    rep = lambda seed, stopped: {"seed": seed, "accuracy": 0.9, "stopped": stopped, "steps": 6000,  # noqa: E731
+                                 "best_step": 5000}
+    ceilings = {"targets": {"a:shape": {"native": "32", "resolutions": {"32": {"replicates": [
+        rep(0, "plateau"), rep(1, "max_steps")]}}}}}
+    claims = [{"key": "001.semi_supervised/shape, 40% labels", "verdict": "not reproduced"},
+              {"key": "001.semi_supervised_relative/shape, 40% labels", "verdict": "untestable"}]
+    settings = dict.fromkeys(semi, {"train_steps": 1500, "prior_init_steps": 2000})
+    text = diagnosis_markdown(semi, ceilings, settings, claims)
+    assert "| `a-0` | a | 0.770 | 50% of label 0 → cluster 2 |" in text
+    assert "| `a_r1-1` | a_r1 | 0.600 | 40% of label 1 → cluster 2 |" in text
+    assert "images at 32×32; the paper 64×64" in text and "did not converge in 1 of its classifiers" in text
+    assert "the image size" in text and "**open**" in text
+    reproduced = [dict(c, verdict="reproduced") for c in claims]
+    assert "## shape" not in diagnosis_markdown(semi, ceilings, settings, reproduced)  # nothing to explain
+    assert diagnosed("001.semi_supervised/shape, 40% labels") and not diagnosed("001.elbo_rises")

@@ -22,6 +22,7 @@ from priorlab.studies.fmvae_experiments.aggregate import (GROUPS, elbo_vs_k_fram
                                                           semi_supervised_entry)
 from priorlab.studies.fmvae_experiments.claims import elbo_vs_k_claims, semi_supervised_claims
 from priorlab.studies.fmvae_experiments.scores import conditional_grid, decoded_means, factorial_grid, top_components
+from priorlab.studies.fmvae_experiments.diagnosis import diagnosed, diagnosis_markdown
 from priorlab.studies.fmvae_experiments.supervised_ceiling import OUT_FILE as CEILING_FILE
 from priorlab.studies.runs import evaluation_file, group_runs, load_trained
 
@@ -183,6 +184,16 @@ def run_fmvae_experiments(params) -> dict[str, Any]:
     claims = elbo_vs_k_claims(frame) + semi_supervised_claims(semi, {r: params.run(r).model for r in semi},
                                                              params.evaluate.n_eval)
     summary["claims"] = [c.to_dict() for c in claims]
+    failing = [c for c in summary["claims"] if diagnosed(c["key"]) and c["verdict"] != "reproduced"]
+    if failing:  # issue 43: what the failure looks like, per semi-supervised factor
+        settings = {}
+        for name in semi:
+            run = params.run(name)
+            spec = params.models[run.model]
+            settings[name] = {"train_steps": spec.train_steps or params.train.steps,
+                              "prior_init_steps": spec.prior_init_steps}
+        (OUT / "diagnosis.md").write_text(diagnosis_markdown(semi, ceilings, settings, summary["claims"]))
+        summary["claims"] = [dict(c, diagnosis="diagnosis.md") if c in failing else c for c in summary["claims"]]
     write_json(OUT / "summary.json", summary)
     write_fmvae_readme(summary, frame, OUT / "README.md")
     return summary
