@@ -22,7 +22,7 @@ from priorlab.studies.fmvae_experiments.aggregate import (GROUPS, elbo_vs_k_fram
                                                           semi_supervised_entry)
 from priorlab.studies.fmvae_experiments.claims import elbo_vs_k_claims, semi_supervised_claims
 from priorlab.studies.fmvae_experiments.scores import conditional_grid, decoded_means, factorial_grid, top_components
-from priorlab.studies.fmvae_experiments.diagnosis import diagnosed, diagnosis_markdown
+from priorlab.studies.fmvae_experiments.diagnosis import diagnosed, diagnosis_markdown, merged
 from priorlab.studies.fmvae_experiments.supervised_ceiling import OUT_FILE as CEILING_FILE
 from priorlab.studies.runs import evaluation_file, group_runs, load_trained
 
@@ -99,12 +99,10 @@ def confusion_lines(run: str, r: dict[str, Any]) -> list[str]:
     labels = [i for i in range(len(conf)) if conf[i].sum() > 0]
     share = conf[labels] / conf[labels].sum(1, keepdims=True)
     rows = [[f"label {i}", int(conf[i].sum()), *[f"{v:.0%}" for v in s]] for i, s in zip(labels, share)]
-    off = share.copy()
-    off[np.arange(len(labels)), labels] = -1
-    i, k = np.unravel_index(int(off.argmax()), off.shape)
+    label, cluster, most = merged(r["confusion"])
     return [f"Held-out points of `{run}` ({r['supervised_factor']}) by label (rows) and assigned cluster of the "
-            f"clamped factor (columns; cluster k is label k's): the largest confusion sends {share[i, k]:.0%} of "
-            f"label {labels[i]} to cluster {k}.", "",
+            f"clamped factor (columns; cluster k is label k's): the largest confusion sends {most:.0%} of "
+            f"label {label} to cluster {cluster}.", "",
             *md_table(["label", "points", *[f"cluster {c}" for c in range(conf.shape[1])]], rows), ""]
 
 
