@@ -2,6 +2,8 @@
 config validation, the bars / image_patches data kinds through the store, and the study's
 recovery and claim logic on tiny settings."""
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -190,7 +192,11 @@ def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, mo
                                   "anneal_iters": 8, "nonnegative": True},
                            "lin": {"kind": "linear_ssc", "n_candidates": 4, "burn_in": 3, "samples_per_chain": 2,
                                    "anneal_iters": 8}},
-                "mssc_study": {"bars": ["bo"], "models": ["sc", "lin"], "seeds": [0, 1], "iterations": 15}})
+                "mssc_study": {"bars": ["bo"], "models": ["sc", "lin"], "seeds": [0, 1], "iterations": 15,
+                               "ablations": {"t": {"model": "sc", "bars": "bo", "varies": ["sc", "bo"], "start": "truth",
+                                                   "iterations": 2},
+                                             "r": {"model": "sc", "bars": "bo", "varies": ["sc", "bo"], "seeds": [1],
+                                                   "model_seed_offset": 7, "iterations": 15}}}})
     params = parse_params(raw)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UserError, match="mssc_fit@sc-bo has not run"):
@@ -209,7 +215,20 @@ def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, mo
     assert sorted(p.name for p in (cell / "bo").iterdir()) == ["0.pt", "1.pt", "rows.json"]
     assert sorted(p.name for p in (cell / "patches").iterdir()) == ["rows.json"]
     assert not list((tmp_path / "models" / "mssc_experiments").glob("*/*.tmp"))
+    with pytest.raises(UserError, match="mssc_ablation@t has not run"):  # 2 seeds: the claim is not reproduced
+        run_mssc_experiments(params, tmp_path / "out")
+    with pytest.raises(ParamsError, match="no entry 'x'"):
+        mf.run_mssc_ablation(params, "x")
+    for arm in ("t", "r"):  # the mssc_ablation stages
+        mf.run_mssc_ablation(params, arm)
+    arms = {a: json.loads((tmp_path / "models" / "mssc_experiments" / "diagnosis" / a / "rows.json").read_text())["rows"]
+            for a in ("t", "r")}
+    assert [r["seed"] for r in arms["t"]] == [0, 1] and [r["seed"] for r in arms["r"]] == [1]  # its own seeds
+    assert arms["t"][0]["start"] == "truth" and all(r["recovered"] for r in arms["t"])
     s = run_mssc_experiments(params, tmp_path / "out")
+    assert all(c.get("diagnosis") == "diagnosis.md" for c in s["claims"] if c["key"].startswith("000.bars_recovery"))
+    assert "Started at the truth" in (tmp_path / "out" / "diagnosis.md").read_text()
+    assert "([diagnosis](diagnosis.md))" in (tmp_path / "out" / "README.md").read_text()
     assert s["paper"] == "000" and len(s["runs"]) == 4 and len(s["claims"]) == 2
     assert [(r["model"], r["seed"]) for r in s["runs"]] == [("sc", 0), ("sc", 1), ("lin", 0), ("lin", 1)]
     assert all(r["n_recovered"] >= 5 for r in s["runs"] if r["model"] == "sc")  # R = 3: 6 bars
@@ -229,3 +248,111 @@ def test_the_iterations_curve_tool_runs_the_cells_code(tmp_path):
                  "--anneal", "0.5", "--seeds", "2", "--out", str(out)]) == 0
     (row,) = __import__("json").loads(out.read_text())["rows"]
     assert row["seeds"] == 2 and row["anneal_iters"] == 1 and 0 <= row["recovered"] <= 2 and len(row["ci95"]) == 2
+
+
+# --------------------------------------------------------------------------- the diagnosis (issue 43)
+
+
+def test_failure_modes_name_missing_merged_and_duplicated_bars():
+    from priorlab.data.bars import bar_matrix
+    from priorlab.studies.mssc_experiments.diagnosis import failure_modes
+
+    W = bar_matrix(5)
+    assert failure_modes(W, 5, 0.9) == {"missing": 0, "merged": 0, "duplicate": 0, "other": 0}
+    bad = W.copy()
+    bad[:, 1] = np.maximum(W[:, 1], W[:, 2])  # one column holds rows 1 and 2
+    bad[:, 2] = W[:, 0]  # another repeats row 0
+    assert failure_modes(bad, 5, 0.9) == {"missing": 2, "merged": 1, "duplicate": 1, "other": 0}
+    bad[:, 2] = np.random.RandomState(0).uniform(size=25)  # noise instead of the repeat
+    assert failure_modes(bad, 5, 0.9) == {"missing": 2, "merged": 1, "duplicate": 0, "other": 1}
+
+
+def test_em_started_at_the_generating_parameters():
+    """``generating_theta`` is what the bars entry draws with; EM started there (``start_at``, not
+    overwritten by ``bind_data``) keeps every bar; the ablation config refuses what it cannot run."""
+    dp = BarsParams(kind="bars", n_train=150, n_test=10, R=3, seed=1, noise_std=0.05)
+    theta = mf.generating_theta(dp)
+    from priorlab.data.bars import bar_matrix
+
+    assert np.array_equal(theta.W.numpy(), bar_matrix(3))
+    assert float(theta.sigma2) == pytest.approx(0.0025) and float(theta.pi) == pytest.approx(1 / 3)
+    assert float(theta.mu_pr) == 1.0 and float(theta.var_pr) == pytest.approx(0.0625)
+    fixed = mf.generating_theta(BarsParams(kind="bars", n_train=10, n_test=5, R=3, intensity="fixed", noise_std=0.0,
+                                           bar_prob=0.25))
+    assert float(fixed.var_pr) == 1e-6 and float(fixed.sigma2) == 1e-6 and float(fixed.pi) == 0.25
+    raw = _raw({"datasets": {"bo": dataclasses.asdict(dp)},
+                "models": {"sc": {"kind": "mssc", "n_candidates": 4, "burn_in": 3, "samples_per_chain": 2,
+                                  "anneal_iters": 0, "nonnegative": True}},
+                "mssc_study": {"bars": ["bo"], "models": ["sc"], "seeds": [0], "iterations": 4,
+                               "ablations": {"t": {"model": "sc", "bars": "bo", "varies": ["sc", "bo"],
+                                                   "start": "truth", "iterations": 3}}}})
+    params = parse_params(raw)
+    row, model = mf.bars_run(params, "bo", "sc", 0, iterations=3, start="truth")
+    assert row["recovered"] and row["min_correlation"] > 0.95
+    assert bool(model.initialised)
+    for bad, message in [({"varies": ["sc", "nope"]}, "must name a study cell"),
+                         ({"model": "nope"}, "ablations.t.model"),
+                         ({"model_seed_offset": -1}, "model_seed_offset")]:
+        broken = {**raw, "mssc_study": {**raw["mssc_study"], "ablations": {"t": {**raw["mssc_study"]["ablations"]["t"],
+                                                                                  **bad}}}}
+        with pytest.raises(ParamsError, match=message):
+            parse_params(broken)
+    with pytest.raises(ParamsError, match="'diagnosis' is the folder"):
+        parse_params({**raw, "models": {**raw["models"], "diagnosis": {"kind": "mssc"}},
+                      "mssc_study": {**raw["mssc_study"], "models": ["sc", "diagnosis"]}})
+
+
+def _diag_rows(recovered: list[bool], log_joint: list[float], **extra) -> list[dict]:
+    from priorlab.data.bars import bar_matrix
+
+    W = bar_matrix(3)
+    broken = W.copy()
+    broken[:, 1] = np.maximum(W[:, 1], W[:, 2])
+    broken[:, 2] = W[:, 0]
+    return [{"bars": "bo", "kind": "mssc", "model": "sc", "seed": s, "recovered": ok, "n_recovered": 6 if ok else 4,
+             "log_joint": lj, "sigma2": 0.003 if ok else 0.02, "W": (W if ok else broken).tolist(), **extra}
+            for s, (ok, lj) in enumerate(zip(recovered, log_joint))]
+
+
+def test_the_diagnosis_concludes_from_the_numbers():
+    """Local optima only when the truth start beats every failing random start on its seed; the restart
+    arm keeps per seed the start with the higher log joint; 'at this scale' only when an arm's interval
+    clears 90 %."""
+    from priorlab.studies.mssc_experiments.diagnosis import diagnosis_markdown
+
+    n = 40
+    ok = [s % 5 != 0 for s in range(n)]  # 8 failing seeds
+    own = _diag_rows(ok, [10.0 if o else 5.0 for o in ok])
+    settings = {"models": {"sc": dataclasses.asdict(SPEC) | {"n_chains": 2}},
+                "bars": {"bo": dataclasses.asdict(BarsParams(kind="bars", n_train=150, n_test=10, R=3))},
+                "iterations": 40}
+    claim = [{"key": "000.bars_recovery/bo", "verdict": "not reproduced", "measured": "max rule 32 of 40 seeds"}]
+    spec = {"model": "sc", "bars": "bo", "varies": ["sc", "bo"], "iterations": 10, "model_seed_offset": 0}
+    truth = {"spec": {**spec, "start": "truth"}, "rows": _diag_rows([True] * n, [12.0] * n)}
+    restart = {"spec": {**spec, "start": "random", "model_seed_offset": 1000},
+               "rows": _diag_rows([not o for o in ok], [11.0 if not o else 4.0 for o in ok])}
+    text = diagnosis_markdown(own, {"truth": truth, "restart": restart}, settings, claim, 0.9)
+    assert "| 0 | 4 / 6 | 2 | 1 | 1 | 0 |" in text  # seed 0: two bars missing, one column merges, one repeats
+    assert "higher on 8 of 8" in text and "local optima of EM" in text
+    assert "recovers it in 40 / 40 = 100%" in text and "**Not reproduced at this scale**" in text
+    worse = {**truth, "rows": _diag_rows([True] * n, [4.0] * n)}
+    assert "**Open**: the generating parameters are not a better fixed point" in diagnosis_markdown(
+        own, {"truth": worse}, settings, claim, 0.9)
+    half = {**restart, "rows": _diag_rows([not o and s % 2 == 0 for s, o in enumerate(ok)],
+                                          [11.0 if not o and s % 2 == 0 else 4.0 for s, o in enumerate(ok)])}
+    assert "**Not reproduced at this scale**: arm `restart` raises the rate to 90 %" not in diagnosis_markdown(
+        own, {"truth": truth, "restart": half}, settings, claim, 0.9)  # 36 / 40: not above 90 %
+    assert "raises the rate, but not above 90 %" in diagnosis_markdown(
+        own, {"truth": truth, "restart": half}, settings, claim, 0.9)
+    most = {**restart, "rows": [dict(r, recovered=r["recovered"] or s != 0, log_joint=11.0 if s else 4.0)
+                                for s, r in enumerate(restart["rows"])]}  # 39 / 40: above 90 %, interval not
+    text = diagnosis_markdown(own, {"truth": truth, "restart": most}, settings, claim, 0.9)
+    assert "raises the rate to 98%, above 90 %, but its interval does not clear 90 % at n = 40" in text
+    from priorlab.studies.intervals import clopper_pearson
+    from priorlab.studies.mssc_experiments.diagnosis import seeds_to_clear
+
+    n = seeds_to_clear(0.95)
+    assert clopper_pearson(round(0.95 * n), n).low > 0.9 >= clopper_pearson(round(0.95 * (n - 1)), n - 1).low
+    assert seeds_to_clear(0.9) == "> 5000"
+    assert "no truth-start arm ran" in diagnosis_markdown(own, {}, settings, claim, 0.9)
+    assert "## `bo`" not in diagnosis_markdown(own, {}, settings, [dict(claim[0], verdict="reproduced")], 0.9)

@@ -65,6 +65,7 @@ from priorlab.config.training import (  # noqa: F401  (re-exported: the one plac
 )
 from priorlab.config.studies import (  # noqa: F401  (re-exported: the one place params are typed)
     IsaStudyParams,
+    MsscAblationParams,
     MsscStudyParams,
     SPARSE_VAE_STUDY_KINDS,
     SparseVaeRealParams,

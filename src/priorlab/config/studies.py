@@ -113,13 +113,46 @@ class SupervisedCeilingParams:
 
 
 @dataclass(frozen=True)
+class MsscAblationParams:
+    """One diagnosis arm of paper 000's study (issue 43; an ``mssc_ablation`` stage): ``model`` on the bars
+    entry ``bars`` for ``iterations`` full-batch EM iterations at every seed of ``seeds`` (empty: the
+    study's), each started at random (``start: random``, as the study's cells; the model seeded with the
+    data seed + ``model_seed_offset``: a non-zero offset restarts EM on the same data) or at the data's
+    generating parameters (``start: truth``: the true bars, noise, prior).  ``varies`` names the study cell
+    it is read against, ``[model, bars]``: paired by seed where both use the same data (the same ``bars``)."""
+
+    model: str
+    bars: str
+    varies: list[str]
+    seeds: list[int] = field(default_factory=list)
+    iterations: int = 40
+    start: Literal["random", "truth"] = "random"
+    model_seed_offset: int = 0
+
+    def check(self, key: str, params: "Params") -> None:
+        _one_of(f"{key}.model", self.model, tuple(params.models))
+        _non_negative(f"{key}.model_seed_offset", self.model_seed_offset)
+        _one_of(f"{key}.model (its kind)", params.models[self.model].kind, ("mssc", "linear_ssc"))
+        _one_of(f"{key}.bars", self.bars, tuple(params.datasets))
+        _one_of(f"{key}.bars (its kind)", params.datasets[self.bars].kind, ("bars",))
+        study = params.mssc_study
+        if len(self.varies) != 2 or self.varies[0] not in study.models or self.varies[1] not in study.bars:
+            raise ParamsError(f"{key}.varies must name a study cell [model, bars] of mssc_study.models x "
+                              f"mssc_study.bars, got {self.varies}")
+        for i, v in enumerate(self.seeds):
+            _non_negative(f"{key}.seeds[{i}]", v)
+        _positive(f"{key}.iterations", self.iterations)
+
+
+@dataclass(frozen=True)
 class MsscStudyParams:
     """Paper 000's study (an ``mssc_fit`` stage per model and bars entry, an ``mssc_patches`` stage per
     model, aggregated by ``mssc_experiments``): every ``models``
     entry (kinds mssc / linear_ssc, H = 2R) on every ``bars`` data set entry (each ``seeds`` value
     shifts the entry's data seed and the model seed) for ``iterations`` full-batch EM iterations,
     recovery at correlation ``threshold``; dictionaries of the ``models`` on the ``patches`` entry
-    with ``patch_latents`` latents for ``patch_iterations``.  ``bars: []`` = off."""
+    with ``patch_latents`` latents for ``patch_iterations``; the diagnosis arms ``ablations``
+    (:class:`MsscAblationParams`).  ``bars: []`` = off."""
 
     bars: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
@@ -129,9 +162,12 @@ class MsscStudyParams:
     patches: str = ""
     patch_latents: int = 32
     patch_iterations: int = 40
+    ablations: dict[str, MsscAblationParams] = field(default_factory=dict)
 
     def check(self, key: str, params: "Params") -> None:
         if not self.bars:
+            if self.ablations:
+                raise ParamsError(f"{key}.ablations need the study: {key}.bars is empty")
             return
         for i, d in enumerate(self.bars):
             _one_of(f"{key}.bars[{i}]", d, tuple(params.datasets))
@@ -141,6 +177,8 @@ class MsscStudyParams:
         for i, m in enumerate(self.models):
             _one_of(f"{key}.models[{i}]", m, tuple(params.models))
             _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, ("mssc", "linear_ssc"))
+            if m == "diagnosis":
+                raise ParamsError(f"{key}.models[{i}]: 'diagnosis' is the folder of the study's ablations; rename it")
         if not self.seeds:
             raise ParamsError(f"{key}.seeds must not be empty")
         for i, v in enumerate(self.seeds):
@@ -152,6 +190,12 @@ class MsscStudyParams:
         if self.patches:
             _one_of(f"{key}.patches", self.patches, tuple(params.datasets))
             _one_of(f"{key}.patches (its kind)", params.datasets[self.patches].kind, ("image_patches",))
+        for name, ablation in self.ablations.items():
+            ablation.check(f"{key}.ablations.{name}", params)
+
+    def ablation_seeds(self, name: str) -> list[int]:
+        """The seeds of ablation ``name``: its own, or the study's."""
+        return self.ablations[name].seeds or self.seeds
 
 
 SPARSE_VAE_STUDY_KINDS = ("vae", "sparse_vae", "vsc")  # model kinds paper 003's studies train
@@ -270,12 +314,26 @@ class SparseVaeStudyParams:
     beta_grid: dict[str, list[float]] = field(default_factory=dict)
     validation_fraction: float = 0.2
     movielens: SparseVaeRealParams = field(default_factory=SparseVaeRealParams)  # table 1a, 3a
+    # issue 43: diagnosis arms of the MovieLens claims, each a MovieLens study on the same folds with one
+    # setting changed (a sparse_vae_ablation stage each; shown in the diagnosis, never deciding a claim)
+    movielens_ablations: dict[str, SparseVaeRealParams] = field(default_factory=dict)
     single_cell: SparseVaeRealParams = field(default_factory=lambda: SparseVaeRealParams(
         n_items=558, latent_dim=15, hidden=[100, 100], train=OptimParams(steps=500, batch_size=512, lr=1e-2)))
 
     def check(self, key: str, params: "Params") -> None:
         self.movielens.check(f"{key}.movielens", params)
         self.single_cell.check(f"{key}.single_cell", params)
+        for name, arm in self.movielens_ablations.items():
+            if not self.movielens.models:
+                raise ParamsError(f"{key}.movielens_ablations need the MovieLens study: {key}.movielens.models is empty")
+            if not arm.models:
+                raise ParamsError(f"{key}.movielens_ablations.{name}.models must name at least one models entry")
+            if (arm.splits, arm.test_fraction, arm.n_items, arm.min_user_positives) != (
+                    self.movielens.splits, self.movielens.test_fraction, self.movielens.n_items,
+                    self.movielens.min_user_positives):
+                raise ParamsError(f"{key}.movielens_ablations.{name}: an arm is read against the study's folds, so its "
+                                  "splits, test_fraction, n_items and min_user_positives must be the study's")
+            arm.check(f"{key}.movielens_ablations.{name}", params)
         if self.single_cell.beta_grid:
             raise ParamsError(f"{key}.single_cell.beta_grid: β is selected on held-out NLL in the MovieLens "
                               "study only (table 1); table 4 shows β = 2")

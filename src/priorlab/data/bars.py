@@ -70,7 +70,7 @@ def make_bars(n: int, R: int = 5, *, p: float | None = None, intensity: str = "s
     return BarsData(Y.astype(np.float32), S, W)
 
 
-def _column_correlation(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+def column_correlation(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Pearson correlation [H_A, H_B] between the columns of A and B (constant columns → 0)."""
     A = A - A.mean(0)
     B = B - B.mean(0)
@@ -100,7 +100,7 @@ def bars_recovery(W_learned, W_true, threshold: float = DEFAULT_RECOVERY_THRESHO
         raise ValueError(f"W_learned has {Wl.shape[1]} columns, fewer than the {Wt.shape[1]} true bars")
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must lie in (0, 1], got {threshold}")
-    C = _column_correlation(Wt, Wl)  # [H_true, H_learned]
+    C = column_correlation(Wt, Wl)  # [H_true, H_learned]
     rows, cols = linear_sum_assignment(-C)
     corr = C[rows, cols]
     ok = corr >= threshold

@@ -70,6 +70,12 @@ class SparseCodingModel(Model, Generative):
         self._store(sc.init_params(y, self.W.shape[1], torch.Generator().manual_seed(int(self.seed)), **self.init_kwargs))
         self.initialised.fill_(True)
 
+    def start_at(self, theta: sc.SparseCodingParams) -> None:
+        """Start EM at ``theta`` instead of the data-driven initialisation of :meth:`bind_data` (e.g. at
+        the generating parameters, to test whether the truth is a fixed point of EM)."""
+        self._store(sc.SparseCodingParams(*(v.to(self.W.dtype) for v in theta.as_dict().values())))
+        self.initialised.fill_(True)
+
     # -- EM ----------------------------------------------------------------------------------------
     def param_groups(self, lr: float) -> list[dict]:
         return []  # fitted by EM, no optimiser

@@ -3,6 +3,7 @@ cells' rows (:func:`read_cells`) -> the recovery table per model and bars entry 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from priorlab.config import Params
 from priorlab.errors import UserError
 from priorlab.io import read_json
-from priorlab.studies.mssc_experiments.fit import cell_dir
+from priorlab.studies.mssc_experiments.fit import ablation_dir, cell_dir
 
 
 def read_cells(params: Params) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -28,6 +29,19 @@ def read_cells(params: Params) -> tuple[list[dict[str, Any]], list[dict[str, Any
     rows = [r for bars in study.bars for model in study.models
             for r in cell(model, bars, f"mssc_fit@{model}-{bars}")["rows"]]
     return rows, [p for model in study.models for p in cell(model, "patches", f"mssc_patches@{model}")["patches"]]
+
+
+def read_arms(params: Params) -> dict[str, dict[str, Any]]:
+    """Every ``mssc_study.ablations`` arm: name → {``spec`` (its params as a dict), ``rows``}; a
+    ``UserError`` naming the first missing arm."""
+    out = {}
+    for name, spec in params.mssc_study.ablations.items():
+        path = ablation_dir(name) / "rows.json"
+        if not path.is_file():
+            raise UserError(f"{path} is missing: stage mssc_ablation@{name} has not run (dvc repro mssc_experiments "
+                            "runs it)")
+        out[name] = {"spec": dataclasses.asdict(spec), "rows": read_json(path)["rows"]}
+    return out
 
 
 def recovery_table(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:

@@ -30,17 +30,21 @@ from priorlab import paths
 from priorlab.config import BarsParams, ImagePatchesParams, ModelParams, Params, ParamsError, SetupParams
 from priorlab.data.store import in_memory
 from priorlab.io import write_json
-from priorlab.studies.mssc_experiments import NAME
+from priorlab.studies.mssc_experiments import DIAGNOSIS, NAME
 
 
-def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: int):
+def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: int, start=None):
     """A sparse-coding model of ``spec`` with ``latent_dim`` latents, seeded with ``seed``, after
-    ``iterations`` full-batch EM steps on the training rows of ``data``; returns (model, last logs)."""
+    ``iterations`` full-batch EM steps on the training rows of ``data``, started at Θ ``start``
+    (:class:`~priorlab.models.sparse_coding.SparseCodingParams`; None: the data-driven initialisation);
+    returns (model, last logs)."""
     from priorlab.models import build_model
     from priorlab.models.protocol import StepContext
 
     torch.manual_seed(seed)
     model = build_model(SetupParams(dataset=data.name, latent_dim=latent_dim), spec, data.obs_shape)
+    if start is not None:
+        model.start_at(start)
     model.bind_data(data)
     ts = model.training_set(data)
     batch = ts.batch(torch.arange(len(ts)))
@@ -60,14 +64,32 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-def bars_run(params: Params, bars: str, model: str, seed: int) -> tuple[dict[str, Any], Any]:
-    """Train ``model`` on data set entry ``bars`` with its seed shifted by ``seed``; score recovery.
-    Returns the run's row and the fitted model."""
+def generating_theta(dp: BarsParams):
+    """The parameters Θ the bars entry ``dp`` is drawn with (:mod:`priorlab.data.bars`): the 0/1 bars,
+    the noise variance, each bar's probability and its slab (a zero variance floored at 1e-6, as Θ needs
+    positive variances)."""
+    from priorlab.data.bars import bar_matrix
+    from priorlab.models.sparse_coding import SparseCodingParams
+
+    W = torch.as_tensor(bar_matrix(dp.R), dtype=torch.float64)
+    fixed = dp.intensity == "fixed"
+    return SparseCodingParams(W, max(dp.noise_std ** 2, 1e-6), dp.bar_prob or 2.0 / W.shape[1],
+                              1.0 if fixed else dp.slab_mu, 1e-6 if fixed else max(dp.slab_std ** 2, 1e-6))
+
+
+def bars_run(params: Params, bars: str, model: str, seed: int, *, iterations: int | None = None,
+             start: str = "random", model_seed_offset: int = 0) -> tuple[dict[str, Any], Any]:
+    """Train ``model`` on data set entry ``bars`` with its seed shifted by ``seed`` for ``iterations``
+    EM iterations (None: the study's), from a random start (the model seeded with ``seed +
+    model_seed_offset``) or from the generating Θ (``start="truth"``); score recovery.  Returns the
+    run's row and the fitted model."""
     with one_thread():
-        return _bars_run(params, bars, model, seed)
+        return _bars_run(params, bars, model, seed, iterations or params.mssc_study.iterations, start,
+                         model_seed_offset)
 
 
-def _bars_run(params: Params, bars: str, model: str, seed: int) -> tuple[dict[str, Any], Any]:
+def _bars_run(params: Params, bars: str, model: str, seed: int, iterations: int, start: str,
+              model_seed_offset: int) -> tuple[dict[str, Any], Any]:
     from priorlab.data.bars import bar_matrix, bars_recovery
     from priorlab.data.store import build_arrays
 
@@ -76,7 +98,8 @@ def _bars_run(params: Params, bars: str, model: str, seed: int) -> tuple[dict[st
     arrays = build_arrays(dataclasses.replace(dp, seed=dp.seed + seed))
     data = in_memory(bars, arrays)
     W_true = bar_matrix(dp.R)
-    m, logs = train_em(params.models[model], data, W_true.shape[1], params.mssc_study.iterations, seed)
+    m, logs = train_em(params.models[model], data, W_true.shape[1], iterations, seed + model_seed_offset,
+                       generating_theta(dp) if start == "truth" else None)
     rec = bars_recovery(m.W.numpy(), W_true, params.mssc_study.threshold)
     samples = m.posterior_samples(data.prepare(data.x("train")))
     active = (samples != 0).sum(-1).double().mean(1).numpy()
@@ -198,6 +221,35 @@ def cell_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
             "n_recovered_mean": float(np.mean([r["n_recovered"] for r in rows])),
             "min_correlation_median": float(np.median([r["min_correlation"] for r in rows])),
             "sigma2_mean": float(np.mean([r["sigma2"] for r in rows])), "pi_mean": float(np.mean([r["pi"] for r in rows]))}
+
+
+def ablation_dir(name: str) -> Path:
+    """An ``mssc_study.ablations`` arm's folder (``rows.json``), inside the study's model folder (which the
+    aggregating stage depends on; no models entry may be named ``diagnosis``)."""
+    return paths.MODELS / NAME / DIAGNOSIS / name
+
+
+def run_mssc_ablation(params: Params, ablation: str) -> Path:
+    """``mssc_ablation@<name>``: one ``mssc_study.ablations`` arm at each of its seeds; writes its rows
+    (W included, no model files) atomically."""
+    study = params.mssc_study
+    if ablation not in study.ablations:
+        raise ParamsError(f"mssc_study.ablations has no entry {ablation!r} (entries: {sorted(study.ablations)})")
+    a = study.ablations[ablation]
+    rows = []
+
+    def fill(tmp: Path) -> None:
+        tmp.mkdir(parents=True)
+        for seed in study.ablation_seeds(ablation):
+            row, _ = bars_run(params, a.bars, a.model, seed, iterations=a.iterations, start=a.start,
+                              model_seed_offset=a.model_seed_offset)
+            rows.append({**row, "ablation": ablation, "start": a.start, "iterations": a.iterations})
+        _report(f"ablation {ablation} ({a.model} on {a.bars}, start {a.start})", rows)
+        write_json(tmp / "rows.json", {"rows": [{k: v for k, v in r.items() if k not in DROP} for r in rows]})
+
+    out = ablation_dir(ablation)
+    _write_cell(out, fill)
+    return out
 
 
 def run_mssc_patches(params: Params, model: str) -> Path:

@@ -4,6 +4,7 @@ dictionaries), the README (recovery table, claims), ``summary.json`` and the sta
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,11 @@ import numpy as np
 from priorlab import paths
 from priorlab.config import Params
 from priorlab.io import save_figure, write_json
-from priorlab.studies.claims import Claim, claims_table, md_table
+from priorlab.studies.claims import claims_table, md_table
 from priorlab.studies.intervals import clopper_pearson
 from priorlab.studies.mssc_experiments import NAME, PAPER, TITLE
-from priorlab.studies.mssc_experiments.aggregate import read_cells, recovery_table
+from priorlab.studies.mssc_experiments.aggregate import read_arms, read_cells, recovery_table
+from priorlab.studies.mssc_experiments.diagnosis import diagnosed, diagnosis_markdown
 from priorlab.studies.mssc_experiments.claims import recovery_claims
 
 OUT = paths.experiment_dir(NAME)
@@ -99,7 +101,15 @@ def plot_dictionaries(dicts: dict[str, np.ndarray], patch_size: int, path: Path)
 # --------------------------------------------------------------------------- stage
 
 
-def write_report(params: Params, rows: list[dict], patches: list[dict], claims: list[Claim],
+def diagnosis_settings(params: Params) -> dict[str, Any]:
+    """What the diagnosis reads of the params: the EM settings of the study's models, the bars entries'
+    data settings and the study's EM length."""
+    study = params.mssc_study
+    return {"models": {m: dataclasses.asdict(params.models[m]) for m in study.models},
+            "bars": {b: dataclasses.asdict(params.datasets[b]) for b in study.bars}, "iterations": study.iterations}
+
+
+def write_report(params: Params, rows: list[dict], patches: list[dict], claims: list[dict],
                  out: Path) -> None:
     study = params.mssc_study
     if not study.bars:
@@ -139,7 +149,7 @@ def write_report(params: Params, rows: list[dict], patches: list[dict], claims: 
         lines += ["", "Energy share ~0.25 = spread over the patch (globular/noisy); near 1 = localised. "
                   "Anisotropy 0 = round, 1 = elongated (edge-like). Judge the shapes from the figure.", "",
                   "![dictionaries](dictionaries.png)", ""]
-    lines += ["## Claims", ""] + claims_table([c.to_dict() for c in claims])
+    lines += ["## Claims", ""] + claims_table(claims)
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
@@ -158,9 +168,17 @@ def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
     if patches:
         plot_dictionaries({p["model"]: np.asarray(p["W"]) for p in patches},
                           params.datasets[study.patches].patch_size, out / "dictionaries.png")
-    write_report(params, rows, patches, claims, out)
+    records = [c.to_dict() for c in claims]
+    if rows and any(diagnosed(c["key"]) and c["verdict"] != "reproduced" for c in records):
+        (out / "diagnosis.md").write_text(diagnosis_markdown(rows, read_arms(params), diagnosis_settings(params),
+                                                             records, study.threshold))
+        records = [dict(c, diagnosis="diagnosis.md") if diagnosed(c["key"]) and c["verdict"] != "reproduced" else c
+                   for c in records]
+    else:
+        (out / "diagnosis.md").unlink(missing_ok=True)
+    write_report(params, rows, patches, records, out)
     table = recovery_table(rows)
-    summary = {"title": TITLE, "paper": PAPER, "claims": [c.to_dict() for c in claims], "profile": params.profile,
+    summary = {"title": TITLE, "paper": PAPER, "claims": records, "profile": params.profile,
                "recovery": [{"model": m, "bars": b, **e} for (m, b), e in table.items()],
                "runs": [{k: v for k, v in r.items() if k != "W"} for r in rows],
                "patches": [{k: v for k, v in p.items() if k != "W"} for p in patches]}
