@@ -328,3 +328,14 @@ def test_tables_escape_and_mark_not_reproduced():
     assert "a\\|b" in row and row.endswith("| **not reproduced** |")
     assert md_table(["x"], [[0.12345]])[2] == "| 0.123 |"
     assert intervals.LEVEL == 0.95
+
+
+def test_the_report_counts_the_diagnosed_not_reproduced_verdicts():
+    from priorlab.report import diagnosed_text
+
+    no = CRIT.decide([("", mean_t([-2.0, -2.1, -1.9]))], "m").to_dict()
+    assert no["verdict"] == "not reproduced"
+    yes = CRIT.decide([("", mean_t([2.0, 2.1, 1.9]))], "m").to_dict()
+    text = diagnosed_text([dict(no, diagnosis="d.md"), no, yes])
+    assert text == f"Diagnosed: 1 of the 2 *not reproduced* verdicts (each links its diagnosis); without one: {no['key']}."
+    assert diagnosed_text([dict(no, diagnosis="d.md"), yes]).endswith("(each links its diagnosis).")

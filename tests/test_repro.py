@@ -429,3 +429,16 @@ def test_hash_code_dirs_once_hashes_a_code_directory_once_and_leaves_outputs_to_
         assert kept == plain and plain["s0"] == plain["s2"]
         assert built.count("lib") == 1 and built.count("o0") >= 2  # the output: DVC's every time
         assert Output._get_hash_meta is original
+
+
+@pytest.mark.parametrize("change, message", [({"lr": -1.0}, "train.lr"), (None, "not valid YAML")])
+def test_an_invalid_params_file_starts_nothing(project, capsys, change, message):
+    """issue 44: the runner runs make repro's params check first (one line, exit 2, no stage started,
+    nothing of DVC's touched), whether a value is out of range or the YAML does not parse."""
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles" / "tiny.yaml").read_text())
+    raw["train"] = {**raw["train"], **(change or {})}
+    (project / "params.yaml").write_text(yaml.safe_dump(raw) if change else "a: [\n")
+    assert _run("-j", "2") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+    assert not (project / "a.txt").exists() and not (project / "dvc.lock").exists()

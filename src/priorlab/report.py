@@ -202,8 +202,19 @@ def claims_section(root: Path, shared: list[str] | None = None, profile: str | N
             "they are one unit: " + ("; ".join(shared) if shared else "none") + ".", "",
             "Verdicts at this profile: " + ", ".join(f"{v} {n}" for v, n in counts.items())
             + f" (of the inconclusive, leaning {FOR} {leaning[FOR]}, {AGAINST} {leaning[AGAINST]}). Below their "
-            "plan here: " + ("; ".join(below) if below else "none") + ".", "", *lines,
+            "plan here: " + ("; ".join(below) if below else "none") + ". " + diagnosed_text(every), "", *lines,
             *(["### Criteria changed, with the verdict before and after", "", *changed, ""] if changed else [])]
+
+
+def diagnosed_text(claims: list[dict[str, Any]]) -> str:
+    """How many *not reproduced* verdicts link a diagnosis (its study's ``diagnosis.md``: the settings that
+    differ, the failure's evidence, one ablation, a conclusion), and which do not."""
+    from priorlab.studies.claims import NOT_REPRODUCED
+
+    failing = [c for c in claims if c["verdict"] == NOT_REPRODUCED]
+    missing = [c["key"] for c in failing if not c.get("diagnosis")]
+    return (f"Diagnosed: {len(failing) - len(missing)} of the {len(failing)} *not reproduced* verdicts (each links "
+            "its diagnosis)" + (f"; without one: {', '.join(missing)}." if missing else "."))
 
 
 NOT_MEASURED = "—"

@@ -426,8 +426,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        from priorlab.config import check_machine
+        from priorlab.config import check_machine, check_once
 
+        if Path("params.yaml").is_file():  # make repro's check: an invalid params.yaml starts nothing (one line, exit 2)
+            check_once("params.yaml")
         check_machine("params.yaml")  # e.g. device: cuda on a machine without CUDA, before DVC removes anything
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
