@@ -87,11 +87,17 @@ def test_a_failure_stops_new_stages_and_records_the_finished_ones(project, capsy
     spec = yaml.safe_load((project / "dvc.yaml").read_text())
     spec["stages"]["b"]["cmd"] = "exit 3"
     (project / "dvc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    from priorlab.repro import HISTORY
+
+    (project / HISTORY).parent.mkdir(parents=True, exist_ok=True)
+    (project / HISTORY).write_text(json.dumps({"b": 42.0}))  # b's last full run
     assert _run("-j", "2") == 1
     assert "stage b failed (exit status 3)" in capsys.readouterr().out
     lock = yaml.safe_load((project / "dvc.lock").read_text())
     assert "a" in lock["stages"] and "c" in lock["stages"]  # c was running: it finished and was recorded
     assert "b" not in lock["stages"] and not (project / "d.txt").exists()
+    walls = json.loads((project / HISTORY).read_text())
+    assert walls["b"] == 42.0 and walls["c"] > 1.0  # issue 44: a failed stage keeps its last full wall
 
 
 def test_targets_and_gpus_per_worker(project):

@@ -348,7 +348,8 @@ def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequenc
         finally:
             run.close()
             run.out.total_s = time.monotonic() - start
-            _write_history(repo.root_dir, run.out.wall_s)
+            # a stopped or failed stage's wall is how long it ran, not how long it takes: keep its last full one
+            _write_history(repo.root_dir, {n: w for n, w in run.out.wall_s.items() if n in run.out.ran})
 
 
 class Interrupted(Exception):
