@@ -347,3 +347,31 @@ def test_paired_and_one_sample_t_against_rs_sleep_examples():
     assert e.value == pytest.approx(-1.58) and (e.low, e.high) == pytest.approx((-2.4598858, -0.7001142), abs=5e-8)
     e = mean_t(SLEEP_1 + SLEEP_2)  # one sample of all 20, df 19
     assert (e.low, e.high) == pytest.approx((0.5955845, 2.4844155), abs=5e-8)
+
+
+def test_a_count_whose_unit_means_coincide_keeps_the_seeds_spread():
+    """issue 42: used latents 17, 13 | 16, 14 | 15 on three pretrainings have unit means 15, 15, 15, and a
+    t interval over them of width 0. The nested mean floors the unit means' variance at the seeds' share,
+    s_w² · mean(1/m) = 5 · 2/3, on k − 1 = 2 df; where the units differ more, it is the t over unit means."""
+    from scipy import stats
+
+    from priorlab.studies.intervals import nested_mean
+
+    units = ["a", "a", "b", "b", "c"]
+    est = nested_mean([17, 13, 16, 14, 15], units)
+    assert mean_t(unit_means([17, 13, 16, 14, 15], units)).high == 15.0  # the degenerate interval
+    h = stats.t.ppf(0.975, 2) * np.sqrt(5 * (2 / 3) / 3)
+    assert est.value == 15.0 and est.low == pytest.approx(15 - h) and est.high == pytest.approx(15 + h)
+    assert est.n == 3 and "floored" in est.method
+    spread = nested_mean([10, 11, 20, 21, 30], units)  # between-unit spread dominates: plain t over unit means
+    plain = mean_t(unit_means([10, 11, 20, 21, 30], units))
+    assert (spread.low, spread.high) == (plain.low, plain.high)
+    assert nested_mean([1.0, 2.0, 3.0], ["a", "b", "c"]).high == mean_t([1.0, 2.0, 3.0]).high  # one seed each
+    with pytest.raises(ValueError, match="unit labels"):
+        nested_mean([1.0, 2.0], ["a"])
+    rng = np.random.default_rng(1)  # no pretraining effect: the floored interval keeps at least its 95 %
+    covered = 0
+    for _ in range(2000):
+        e = nested_mean(rng.normal(0.0, 1.0, 6), ["a", "a", "b", "b", "c", "c"])
+        covered += e.low <= 0.0 <= e.high
+    assert covered / 2000 >= 0.95

@@ -114,3 +114,35 @@ def test_presence_metrics_default_to_those_of_metrics_and_are_checked():
     assert EvaluateParams(presence_metrics=[]).presence_aware() == []
     with pytest.raises(ParamsError, match="presence_metrics\\[0\\]"):
         EvaluateParams(presence_metrics=["sap"]).check("evaluate")
+
+
+def test_the_smiley_diagnosis_pairs_the_arm_by_pretraining_and_concludes_from_its_intervals():
+    """issue 43: the arm's VSC is paired with the claim's VSC on the same pre-training and seed, compared
+    with the chosen β-VAE over pre-trainings, and the conclusion follows those intervals."""
+    from priorlab.studies.vsc_experiments.diagnosis import diagnosis_markdown
+
+    def run(label, model, d, unit, seed, contrast, always=None):
+        r = {"label": label, "model": model, "latent_dim": d, "unit": unit, "seed": seed,
+             "fresh": {"contrast": contrast, "used_latents": 5}}
+        return r | ({"spikes": {"always_active_dims": always, "input_dependent_dims": 3}} if always is not None else {})
+
+    runs = {f"v{d}{u}": run("VSC α=0.003", "vsc", d, f"p{d}{u}", u, 0.20 + 0.01 * u, 6) for d in (18, 60) for u in range(3)}
+    runs |= {f"b{d}{u}": run("β-VAE β=8", "b8", d, f"q{d}{u}", u, 0.30 + 0.01 * u) for d in (18, 60) for u in range(3)}
+    runs |= {f"x{d}{u}": run("β-VAE β=2", "b2", d, f"q{d}{u}", u, 0.90) for d in (18, 60) for u in range(3)}
+    chosen = {"18": "b8", "60": "b8"}  # β = 2 is not the chosen β: never compared
+    claim = [{"key": "002.vsc_beats_beta_vae", "verdict": "not reproduced", "measured": "m"}]
+    fam = {"pretrain_steps": 1000, "train_steps": 500, "batch_size": 64, "hidden": [512], "likelihood": "bernoulli",
+           "warmup_ramp_steps": 100}
+    settings = {"vsc": fam, "beta_vae": fam, "arm_train_steps": 1500}
+
+    def arm(shift):
+        return {f"l{d}{u}": run("VSC α=0.003", "vsc_long", d, f"p{d}{u}", u, 0.20 + 0.01 * u + shift + 0.002 * u, 2)
+                for d in (18, 60) for u in range(3)}
+
+    text = diagnosis_markdown(runs, chosen, arm(0.3), claim, settings)
+    assert "minus the claim's VSC on the same pre-training and seed +0.302" in text  # paired: the unit's own run
+    assert "**Not reproduced at this scale**" in text and "1,500 steps instead of 500" in text
+    assert "Open**: longer joint training raises" in diagnosis_markdown(runs, chosen, arm(0.05), claim, settings)
+    assert "does not raise VSC's contrast" in diagnosis_markdown(runs, chosen, arm(-0.05), claim, settings)
+    assert "the arm has no runs" in diagnosis_markdown(runs, chosen, {}, claim, settings)
+    assert diagnosis_markdown(runs, chosen, {}, [dict(claim[0], verdict="reproduced")], settings) == ""

@@ -55,12 +55,14 @@ _SEMI = dict(plan=_plan(UNIT_PRETRAINING, 3, 3),
                     "priorlab.studies.intervals:accuracy"))
 _SMILEY_EVIDENCE = ("pretrain@smiley*", "prior_init@smiley*", "train@smiley*", "evaluate@smiley*")
 _SMILEY_READS = (f"{_VSC}.claims:vsc_claims", f"{_VSC}.claims:_by_kind", f"{_VSC}.claims:_units",
-                 "priorlab.metrics.correlation:correlation_contrast", "priorlab.studies.intervals:unit_means")
+                 "priorlab.metrics.correlation:correlation_contrast", "priorlab.studies.intervals:unit_means",
+                 "priorlab.studies.intervals:nested_mean")
 _SMILEY = dict(plan=_plan(UNIT_PRETRAINING, 3, 5), evidence=_SMILEY_EVIDENCE, reads=_SMILEY_READS)
 _FASHION = dict(plan=_plan(UNIT_PRETRAINING, 3, 5), evidence=("*@fmnist60*",),
                 reads=(f"{_VSC}.claims:vsc_claims", f"{_VSC}.aggregate:elbo_table"))
 _SPIKES = dict(plan=_plan(UNIT_PRETRAINING, 3, 5), evidence=(*_SMILEY_EVIDENCE, "*@fmnist60_vsc_a001*"),
-               reads=(f"{_VSC}.claims:vsc_claims", f"{_VSC}.claims:_spikes", f"{_VSC}.claims:_units",
+               reads=(f"{_VSC}.claims:vsc_claims", f"{_VSC}.claims:_spikes", "priorlab.studies.intervals:nested_mean",
+                      f"{_VSC}.claims:_units",
                       f"{_VSC}.scores:spike_statistics", f"{_VSC}.aggregate:fashion_replicates"))
 _SYNTHETIC = dict(plan=_plan(UNIT_DATASET, 10, 25), evidence=("sparse_vae_fit@*",),
                   reads=(f"{_SV}.claims:decide_claims", f"{_SV}.claims:_median_gap", f"{_SV}.claims:_by_seed",
@@ -120,7 +122,8 @@ _CRITERIA = [
               **_SMILEY),
     Criterion("002.vsc_used_latents", "002 sec. 4.2",
               f"VSC uses roughly as many latent dims as sources ({SOURCES}; paper: 20 of 60)",
-              "used latents of VSC at the largest d, mean over pretrainings (t)", "in", (12.0, 27.0), **_SMILEY),
+              "used latents of VSC at the largest d, mean over pretrainings (t, the variance of the pretrainings' "
+              "means floored at their seeds')", "in", (12.0, 27.0), **_SMILEY),
     Criterion("002.beta_vae_degrades", "002 fig. 9", "β-VAE disentanglement degrades as the latent size grows",
               "contrast(β-VAE, smallest d) − contrast(β-VAE, largest d), β chosen on a validation set, over "
               "pretrainings (Welch)", ">", CONTRAST_EFFECT, **_SMILEY_CHOSEN),
@@ -141,7 +144,8 @@ _CRITERIA = [
               **_FASHION),
     Criterion("002.spikes_input_dependent", "002 sec. 3, fig. 5",
               "each observation activates its own small subset of latent dims",
-              "dims whose spike probability varies over test inputs (std > 0.1) per VSC model, mean over pretrainings (t)",
+              "dims whose spike probability varies over test inputs (std > 0.1) per VSC model, mean over pretrainings "
+              "(t, the variance of the pretrainings' means floored at their seeds')",
               ">", 4.5, combine="all", note="≥ 5 dims: the count must exceed 4.5", **_SPIKES),
     Criterion("002.class_spike_patterns", "002 fig. 5", "similar-looking classes share spike activation patterns",
               "cos(T-shirt, shirt) − cos(T-shirt, trouser) and cos(sneaker, boot) − cos(trouser, bag), over pretrainings (t)",
@@ -641,6 +645,98 @@ HISTORY: list[Change] = [
            "not reproduced (as written; as released on 3 data sets, shown: not reproduced)",
            "f5c7883", _BOTH_OBJECTIVES,
            "1ede69ba10bd", label="equivalent"),
+    Change("000.bars_recovery", "2026-11-28",
+           "share of seeds recovering every bar, max rule on occluding bars (Clopper–Pearson): 95 % interval > "
+           "0.9",
+           "not reproduced (bars_occlusion 0.750 [0.588, 0.873]; bars_occlusion_noisy 0.775 [0.615, 0.892])", "d30872b",
+           "issue 43: the code it reads renamed, the rule and its numbers unchanged: bars_recovery's column "
+           "correlation became public (column_correlation), which the diagnosis also uses",
+           "1aee709505fd", label="equivalent"),
+    Change("000.bars_vs_linear", "2026-11-28",
+           "recovery rate(max rule) − rate(linear) on occluding bars, paired by seed (Newcombe 1998b, method "
+           "10): 95 % interval > 0",
+           "inconclusive (bars_occlusion 0.075 [-0.106, 0.250]; bars_occlusion_noisy 0.025 [-0.163, 0.211])", "d30872b",
+           "issue 43: the code it reads renamed, the rule and its numbers unchanged: bars_recovery's column "
+           "correlation became public (column_correlation), which the diagnosis also uses",
+           "13117803b295", label="equivalent"),
+    Change("002.beta_vae_degrades", "2026-11-28",
+           "contrast(β-VAE, smallest d) − contrast(β-VAE, largest d), β chosen on a validation set, over "
+           "pretrainings (Welch): 95 % interval > 0.05",
+           "inconclusive 0.080 [-0.012, 0.171]", "d30872b",
+           "issue 43: the code it reads extended, the rule and its numbers unchanged: smiley_results takes the "
+           "group whose runs it scores (the study's, or the diagnosis arm's); vsc_claims decides the two count "
+           "claims with nested_mean (issue 42)",
+           "57c56e2f49fd", label="equivalent"),
+    Change("002.vsc_beats_beta_vae", "2026-11-28",
+           "contrast(VSC) − contrast(β-VAE, β chosen on a validation set) per d, over pretrainings (Welch): 95 %"
+           " interval > 0 at every part",
+           "not reproduced (d=18: -0.104 [-0.207, -0.001]; d=60: -0.086 [-0.157, -0.016])", "d30872b",
+           "issue 43: the code it reads extended, the rule and its numbers unchanged: smiley_results takes the "
+           "group whose runs it scores (the study's, or the diagnosis arm's); vsc_claims decides the two count "
+           "claims with nested_mean (issue 42)",
+           "2336f05ce583", label="equivalent"),
+    Change("002.vsc_contrast_kept", "2026-11-28",
+           "contrast(VSC, largest d) − contrast(VSC, smallest d), over pretrainings (Welch): 95 % interval > "
+           "-0.05",
+           "inconclusive -0.062 [-0.165, 0.040]", "d30872b",
+           "issue 42: the code it reads changed, the rule and its numbers unchanged: vsc_claims decides the two "
+           "count claims (used latents, input-dependent dims) with nested_mean",
+           "886a9114677f", label="equivalent"),
+    Change("002.beta_tcvae_degrades", "2026-11-28",
+           "contrast(β-TCVAE, smallest d) − contrast(β-TCVAE, largest d), over pretrainings (Welch): 95 % "
+           "interval > 0.05",
+           "reproduced 0.136 [0.060, 0.211]", "d30872b",
+           "issue 42: the code it reads changed, the rule and its numbers unchanged: vsc_claims decides the two "
+           "count claims (used latents, input-dependent dims) with nested_mean",
+           "d12692cddff7", label="equivalent"),
+    Change("002.vsc_elbo_alpha", "2026-11-28",
+           "ELBO(largest α) − ELBO(smallest α), over seeds (Welch), nats: 95 % interval > 0.5",
+           "inconclusive 0.053 [-3.596, 3.701]", "d30872b",
+           "issue 42: the code it reads changed, the rule and its numbers unchanged: vsc_claims decides the two "
+           "count claims (used latents, input-dependent dims) with nested_mean",
+           "5f3ba2b8bac5", label="equivalent"),
+    Change("002.beta_vae_elbo_beta", "2026-11-28",
+           "ELBO(smallest β) − ELBO(largest β), over seeds (Welch), nats: 95 % interval > 0.5",
+           "reproduced 38.775 [37.214, 40.335]", "d30872b",
+           "issue 42: the code it reads changed, the rule and its numbers unchanged: vsc_claims decides the two "
+           "count claims (used latents, input-dependent dims) with nested_mean",
+           "a7c7e322823e", label="equivalent"),
+    Change("002.vsc_elbo_comparable", "2026-11-28",
+           "VSC ELBO per α, mean over seeds (t), against the span of the β-VAE means over the β grid: 95 % "
+           "interval in [0, 1] at every part",
+           "reproduced (α=0.01: 0.667 [0.554, 0.781]; α=0.1: 0.665 [0.617, 0.714]; α=0.5: 0.669 [0.610, 0.728])", "d30872b",
+           "issue 42: the code it reads changed, the rule and its numbers unchanged: vsc_claims decides the two "
+           "count claims (used latents, input-dependent dims) with nested_mean",
+           "be0cddfae237", label="equivalent"),
+    Change("002.class_spike_patterns", "2026-11-28",
+           "cos(T-shirt, shirt) − cos(T-shirt, trouser) and cos(sneaker, boot) − cos(trouser, bag), over "
+           "pretrainings (t): 95 % interval > 0 at every part; untestable unless the Fashion-MNIST VSC has "
+           "input-dependent spikes (≥ 1 dim with std > 0.1 over inputs)",
+           "inconclusive (T-shirt 0.002 [-0.007, 0.011]; sneaker -0.015 [-0.047, 0.017])", "d30872b",
+           "issue 42: the code it reads changed, the rule and its numbers unchanged: vsc_claims decides the two "
+           "count claims (used latents, input-dependent dims) with nested_mean",
+           "b5266636bcc7", label="equivalent"),
+    Change("002.vsc_used_latents", "2026-11-28",
+           "used latents of VSC at the largest d, mean over pretrainings (t): 95 % interval in [12, 27]",
+           "reproduced 15.000 [15.000, 15.000]", "d30872b",
+           "issue 42: the unit means of a count can coincide by chance (used latents 17, 13 | 16, 14 | 15 give "
+           "15, 15, 15 and an interval of width 0): the variance of the pretrainings' means is floored at what "
+           "their seeds alone carry, s_w² · mean(1/m), so the interval is never narrower than the seeds allow "
+           "(conservative)",
+           "413ca123a6d8", label="stricter",
+           new_verdict="inconclusive 15.000 [10.465, 19.535]: the claim moved reproduced → inconclusive (leans towards "
+                       "reproduced)"),
+    Change("002.spikes_input_dependent", "2026-11-28",
+           "dims whose spike probability varies over test inputs (std > 0.1) per VSC model, mean over "
+           "pretrainings (t): 95 % interval > 4.5 at every part",
+           "inconclusive (Smiley d=18: 5.500 [4.258, 6.742]; d=60: 7.167 [2.464, 11.869]; Fashion-MNIST: 2.000 "
+           "[-2.303, 6.303])", "d30872b",
+           "issue 42: the unit means of a count can coincide by chance (used latents 17, 13 | 16, 14 | 15 give "
+           "15, 15, 15 and an interval of width 0): the variance of the pretrainings' means is floored at what "
+           "their seeds alone carry, s_w² · mean(1/m), so the interval is never narrower than the seeds allow "
+           "(conservative)",
+           "c56c59d4d91e", label="stricter",
+           new_verdict="inconclusive (Smiley d=18: 5.500 [3.232, 7.768]; the others unchanged)"),
 ]
 
 

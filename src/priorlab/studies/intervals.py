@@ -82,6 +82,35 @@ def unit_means(values: Sequence[float], units: Sequence) -> np.ndarray:
     return np.array([v[[u == key for u in units]].mean() for key in order], dtype=float)
 
 
+def nested_mean(values: Sequence[float], units: Sequence, level: float = LEVEL) -> Estimate:
+    """The mean over independent units of their seeds' means (:func:`unit_means`) with a t interval on
+    k − 1 df (k units), whose variance is floored at what the unit means carry from their seeds alone,
+    ``s_w² · mean_i(1 / m_i)`` (``s_w²``: the pooled within-unit variance, ``m_i``: seeds of unit i).
+    Var(unit mean) = σ_b² + σ_w² / m, and the spread of k = 3 unit means can fall far below its σ_w² / m
+    part by chance (integer counts whose unit means coincide give an interval of width 0); the floor makes
+    the interval conservative, never narrower than the seeds allow.  No unit with two seeds: :func:`mean_t`
+    of the unit means."""
+    v = _clean(values)
+    if len(v) != len(units):
+        raise ValueError(f"{len(v)} values for {len(units)} unit labels")
+    order = list(dict.fromkeys(units))
+    groups = [v[[u == key for u in units]] for key in order]
+    means = np.array([g.mean() for g in groups])
+    est = mean_t(means, level, "t over unit means")
+    df_within = sum(len(g) - 1 for g in groups)
+    if len(means) < 2 or df_within == 0:
+        return est
+    s_w2 = sum(float(((g - g.mean()) ** 2).sum()) for g in groups) / df_within
+    floor = s_w2 * float(np.mean([1.0 / len(g) for g in groups]))
+    var = float(means.var(ddof=1))
+    if var >= floor:
+        return est
+    se = math.sqrt(floor / len(means))
+    h = float(stats.t.ppf(0.5 + level / 2, len(means) - 1)) * se
+    return Estimate(est.value, est.value - h, est.value + h, len(means),
+                    "t over unit means, variance floored at the seeds'", se)
+
+
 def mean_t(values: Sequence[float], level: float = LEVEL, method: str = "t") -> Estimate:
     """Mean with its Student-t interval (n − 1 df); (−∞, ∞) from fewer than two values."""
     v = _clean(values)

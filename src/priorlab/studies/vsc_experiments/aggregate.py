@@ -20,6 +20,7 @@ from priorlab.studies.vsc_experiments.scores import (class_activations, class_si
                                                      source_correlation, spike_probabilities, spike_statistics)
 
 SMILEY_GROUP, ELBO_GROUP = f"{NAME}/smiley", f"{NAME}/elbo"
+DIAGNOSIS_GROUP = f"{NAME}/smiley_diagnosis"  # issue 43: the arm of the failing Smiley claim
 
 
 def _label(params: Params, run: str) -> str:
@@ -47,12 +48,13 @@ def validation_smileys(params: Params, run: str) -> tuple[np.ndarray, np.ndarray
     return images, presence, sources
 
 
-def smiley_results(params: Params, test_sets: dict[str, tuple]) -> tuple[dict[str, dict], dict[int, str], int]:
-    """Fig. 3 / 9: the scores of every trained ``vsc_experiments/smiley`` run on the fresh test split and on
-    each of ``test_sets`` (name -> (images, presence, sources)), the β-VAE model chosen per latent size on
-    :func:`validation_smileys` and the first seed (the one presence-aware DCI is computed for); no runs:
-    ``({}, {}, 0)``."""
-    runs = group_runs(params, SMILEY_GROUP, trained=True)
+def smiley_results(params: Params, test_sets: dict[str, tuple], group: str = SMILEY_GROUP
+                   ) -> tuple[dict[str, dict], dict[int, str], int]:
+    """Fig. 3 / 9: the scores of every trained run of ``group`` (the study's Smiley runs, or the diagnosis
+    arm's) on the fresh test split and on each of ``test_sets`` (name -> (images, presence, sources)), the
+    β-VAE model chosen per latent size on :func:`validation_smileys` and the first seed (the one
+    presence-aware DCI is computed for); no runs: ``({}, {}, 0)``."""
+    runs = group_runs(params, group, trained=True)
     if not runs:
         return {}, {}, 0
     ev = params.evaluate

@@ -7,7 +7,7 @@ import numpy as np
 
 from priorlab.studies.claims import Claim, fmt
 from priorlab.studies.criteria import criterion
-from priorlab.studies.intervals import mean_t, unit_means, welch_difference
+from priorlab.studies.intervals import mean_t, nested_mean, unit_means, welch_difference
 
 
 def _by_kind(smiley: dict, kind: str, chosen: dict[str, str]) -> dict[int, list[dict]]:
@@ -32,8 +32,9 @@ def _units(entries: list[dict], key: str) -> np.ndarray:
     return unit_means(_values(entries, key), [e["unit"] for e in entries])
 
 
-def _spikes(entries: list[dict]) -> np.ndarray:
-    return unit_means([e["spikes"]["input_dependent_dims"] for e in entries], [e["unit"] for e in entries])
+def _spikes(entries: list[dict]):
+    """The mean number of input-dependent dims over pretrainings (a count: :func:`nested_mean`)."""
+    return nested_mean([e["spikes"]["input_dependent_dims"] for e in entries], [e["unit"] for e in entries])
 
 
 def vsc_claims(smiley: dict, elbo: dict, fashion: dict) -> list[Claim]:
@@ -55,7 +56,7 @@ def vsc_claims(smiley: dict, elbo: dict, fashion: dict) -> list[Claim]:
             ", ".join(f"d={k}: {fmt(_values(v, 'block_purity'))}" for k, v in vsc.items())))
         used = _values(vsc[hi], "used_latents")
         claims.append(criterion("002.vsc_used_latents").decide(
-            [("", mean_t(_units(vsc[hi], "used_latents")))], f"d={hi}: used latents {fmt(used, 0)}, active dims "
+            [("", nested_mean(used, [e["unit"] for e in vsc[hi]]))], f"d={hi}: used latents {fmt(used, 0)}, active dims "
                                   f"{fmt(_values(vsc[hi], 'active_dims'), 0)}"))
     for key, name, fam in (("002.beta_vae_degrades", "β-VAE", bvae), ("002.beta_tcvae_degrades", "β-TCVAE", tc)):
         if len(fam) >= 2:
@@ -96,7 +97,7 @@ def vsc_claims(smiley: dict, elbo: dict, fashion: dict) -> list[Claim]:
     spikes = [(n, v) for n, v in spikes if v]
     if spikes:
         claims.append(criterion("002.spikes_input_dependent").decide(
-            [(n, mean_t(_spikes(v))) for n, v in spikes],
+            [(n, _spikes(v)) for n, v in spikes],
             "; ".join(f"{n}: {fmt([e['spikes']['input_dependent_dims'] for e in v], 0)} input-dependent dims"
                       for n, v in spikes)))
     if reps:

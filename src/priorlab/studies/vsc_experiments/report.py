@@ -15,9 +15,10 @@ from priorlab.config import Params
 from priorlab.studies.claims import claims_table, md_table
 from priorlab.io import atomic_path, write_json
 from priorlab.studies.vsc_experiments import NAME, PAPER, TITLE
-from priorlab.studies.vsc_experiments.aggregate import (VALIDATION_SIZE, elbo_rows, elbo_table, fashion_replicates,
-                                                        smiley_results, write_elbo_data_plots)
+from priorlab.studies.vsc_experiments.aggregate import (DIAGNOSIS_GROUP, VALIDATION_SIZE, elbo_rows, elbo_table,
+                                                        fashion_replicates, smiley_results, write_elbo_data_plots)
 from priorlab.studies.vsc_experiments.claims import vsc_claims
+from priorlab.studies.vsc_experiments.diagnosis import diagnosed, diagnosis_markdown
 from priorlab.studies.vsc_experiments.scores import conditional_samples, spike_statistics
 
 OUT_DIR = paths.experiment_dir(NAME)
@@ -86,16 +87,44 @@ def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | N
             ax.set_ylabel("source", fontsize=7)
         save_figure(out / f"smiley_correlation_{name}.png", fig)
         lines += [f"![correlation matrices, {name}](smiley_correlation_{name}.png)", ""]
+    return lines, {"runs": run_summaries(results, ("fresh", *test_sets)),
+                   "chosen_beta_vae": {str(d): m for d, m in chosen_model.items()}}
+
+
+def run_summaries(results: dict[str, dict], sets: tuple[str, ...]) -> dict[str, dict]:
+    """Per run its labels, spikes and scores per test set (the correlation matrix rounded; no figures)."""
     summary: dict[str, dict] = {}
     for run, r in results.items():
         summary[run] = {k: v for k, v in r.items() if not isinstance(v, dict)}
         if "spikes" in r:
             summary[run]["spikes"] = r["spikes"]
-        for name in ("fresh", *test_sets):
+        for name in sets:
             s = r[name]
             summary[run][name] = {k: v for k, v in s.items() if k not in ("corr", "ordered")}
             summary[run][name]["corr"] = np.round(s["corr"], 4).tolist()
-    return lines, {"runs": summary, "chosen_beta_vae": {str(d): m for d, m in chosen_model.items()}}
+    return summary
+
+
+def diagnosis_settings(params: Params, runs: dict[str, dict]) -> dict[str, Any]:
+    """What the diagnosis compares with the paper: per family (the first VSC and β-VAE run of the Smiley
+    group) the steps it runs (pre-training and joint, from the model's phases), batch, width, likelihood;
+    and the joint steps of the diagnosis arm's runs."""
+    from priorlab.studies.runs import group_runs
+
+    def of(run: str) -> dict[str, Any]:
+        spec = params.run(run)
+        setup, model = params.setup(spec.setup), params.models[spec.model]
+        pre = params.models[setup.pretrain_model].phase("pretrain", params.pretrain)
+        joint = model.phase("train", params.train)
+        return {"pretrain_steps": pre.steps, "train_steps": joint.steps, "batch_size": joint.batch_size,
+                "hidden": setup.hidden, "likelihood": setup.likelihood,
+                "warmup_ramp_steps": getattr(model, "warmup_ramp_steps", 0)}
+
+    first = {fam: next((run for run, r in runs.items() if r["label"].split(" ")[0] == fam), None)
+             for fam in ("VSC", "β-VAE")}
+    arm = group_runs(params, DIAGNOSIS_GROUP)
+    return {"vsc": of(first["VSC"]), "beta_vae": of(first["β-VAE"]),
+            "arm_train_steps": params.models[params.run(arm[0]).model].phase("train", params.train).steps if arm else 0}
 
 
 def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
@@ -228,6 +257,15 @@ def run_vsc_experiments(params: Params) -> Path:
         lines += part_lines
         results[name] = part
     claims = [c.to_dict() for c in vsc_claims(results["smiley"], results["elbo"], results["fashion"])]
+    if any(diagnosed(c["key"]) and c["verdict"] != "reproduced" for c in claims):  # issue 43
+        smiley = results["smiley"]
+        arm = run_summaries(smiley_results(params, {}, DIAGNOSIS_GROUP)[0], ("fresh",))
+        (out / "diagnosis.md").write_text(diagnosis_markdown(smiley["runs"], smiley["chosen_beta_vae"], arm, claims,
+                                                             diagnosis_settings(params, smiley["runs"])))
+        claims = [dict(c, diagnosis="diagnosis.md") if diagnosed(c["key"]) and c["verdict"] != "reproduced" else c
+                  for c in claims]
+    else:
+        (out / "diagnosis.md").unlink(missing_ok=True)
     results["claims"] = claims
     lines[4:4] = ["## Paper claims at this profile's scale", "",
                   *(claims_table(claims) or ["_no claim could be tested: the profile has no runs of these groups._"]),
