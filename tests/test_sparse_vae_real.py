@@ -205,3 +205,32 @@ def test_the_report_names_the_chosen_beta_per_split():
     plain = [{k: v for k, v in r.items() if k != "selection"} for r in rows]
     assert "β chosen" not in "\n".join(E.run_real(params, {"movielens_rows": plain, "topics": {},
                                                            "single_cell_rows": []})["lines"])
+
+
+def test_the_movielens_diagnosis_reads_each_arm_against_the_claims_gaps():
+    """issue 43: per-fold NLL gaps of the sparse VAE to every other method, in the study and in each arm;
+    the conclusion follows the gap to the closest method; no failing claim, no section."""
+    from priorlab.studies.sparse_vae_experiments.diagnosis import movielens_markdown, nll_gaps
+
+    def rows(sparse_shift):
+        base = {"s": 240.0 + sparse_shift, "v": 239.0, "b": 239.5, "NMF": 330.0}
+        return [{"split": k, "method": m, "nll": v + 0.1 * k + (0.05 * k if m == "s" else 0), "n_train": 400,
+                 **({"active_columns": 10} if m == "s" else {})} for k in range(3) for m, v in base.items()]
+
+    gaps = nll_gaps(rows(0.0), "s")
+    assert set(gaps["gaps"]) == {"v", "b", "NMF"} and gaps["best"] == pytest.approx(1.05)
+    assert gaps["gaps"]["v"].n == 3 and gaps["gaps"]["v"].method.startswith("paired t")
+    study = dataclasses.asdict(SparseVaeRealParams(models=["s", "v", "b"], splits=3, latent_dim=10, hidden=[50, 50],
+                                                   train=OptimParams(steps=300, batch_size=100, lr=1e-3)))
+    longer = dict(study, train=dict(study["train"], steps=400))
+    claim = [{"key": "003.movielens_nll", "verdict": "not reproduced", "measured": "m"}]
+    worse = movielens_markdown(rows(0.0), {"paper_epochs": {"settings": longer, "rows": rows(2.0)}}, claim, study, "s")
+    text = "\n".join(worse)
+    assert "400 training users" in text and "= 75 epochs" in text and "= 100 epochs" in text
+    assert "| 0 | 240.00 | 239.00 | 239.50 | 330.00 | 10 / 10 |" in text
+    assert "**Not reproduced at this data size**" in text and "+1.05 → +3.05" in text
+    better = "\n".join(movielens_markdown(rows(0.0), {"a": {"settings": longer, "rows": rows(-0.3)}}, claim, study, "s"))
+    assert "**Open**: arm `a` narrows the gap" in better
+    wins = "\n".join(movielens_markdown(rows(0.0), {"a": {"settings": longer, "rows": rows(-2.0)}}, claim, study, "s"))
+    assert "**Not reproduced at this scale**" in wins
+    assert movielens_markdown(rows(0.0), {}, [dict(claim[0], verdict="reproduced")], study, "s") == []

@@ -10,10 +10,9 @@ import numpy as np
 
 from priorlab import paths
 from priorlab.config import Params
-from priorlab.errors import UserError
-from priorlab.io import read_json
 from priorlab.studies.sparse_vae_experiments import NAME
 from priorlab.studies.sparse_vae_experiments.fit import cell_dir
+from priorlab.studies.runs import stage_output
 
 
 def study_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -22,11 +21,7 @@ def study_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     heat: dict[str, Any] = {}
     for rho in params.sparse_vae_study.rhos:
-        path = cell_dir(rho) / "rows.json"
-        if not path.is_file():
-            raise UserError(f"{path} is missing: stage sparse_vae_fit@{float(rho)!r} has not run "
-                            "(dvc repro sparse_vae_experiments runs it)")
-        cell = read_json(path)
+        cell = stage_output(cell_dir(rho) / "rows.json", f"sparse_vae_fit@{float(rho)!r}", NAME)
         rows += cell["rows"]
         if cell["heat"] and not heat:
             h = cell["heat"]
@@ -39,11 +34,20 @@ def real_fits() -> dict[str, Any]:
     """The ``sparse_vae_real`` stage's rows; a ``UserError`` when it has not run."""
     from priorlab.studies.sparse_vae_experiments.real import REAL_CELL
 
-    path = paths.MODELS / NAME / REAL_CELL / "rows.json"
-    if not path.is_file():
-        raise UserError(f"{path} is missing: stage sparse_vae_real has not run "
-                        "(dvc repro sparse_vae_experiments runs it)")
-    return read_json(path)
+    return stage_output(paths.MODELS / NAME / REAL_CELL / "rows.json", "sparse_vae_real", NAME)
+
+
+def read_movielens_arms(params: Params) -> dict[str, dict[str, Any]]:
+    """Every ``sparse_vae_study.movielens_ablations`` arm: name → {``settings`` (a dict), ``rows``}; a
+    ``UserError`` naming the first arm that has not run."""
+    import dataclasses
+
+    from priorlab.studies.sparse_vae_experiments.real import ablation_dir
+
+    return {name: {"settings": dataclasses.asdict(arm),
+                   "rows": stage_output(ablation_dir(name) / "rows.json", f"sparse_vae_ablation@{name}",
+                                        NAME)["movielens_rows"]}
+            for name, arm in params.sparse_vae_study.movielens_ablations.items()}
 
 
 RHO_SCORES = ("mse", "dci_d", "precision", "recall", "f1", "active_columns")  # per-row scores

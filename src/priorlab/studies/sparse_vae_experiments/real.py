@@ -135,10 +135,12 @@ def select_beta(params: Params, study: SparseVaeRealParams, name: str, x_train: 
             {"beta": best, "validation_nll": scores, "validation_rows": n_val})
 
 
-def _fit_models(params: Params, study: SparseVaeRealParams, x_train, x_test, split: int, label: str, likelihood: str):
+def _fit_models(params: Params, study: SparseVaeRealParams, x_train, x_test, split: int, label: str, likelihood: str,
+                keep: bool = True):
     """Yield (name, kind, fitted model, selection) for every study model on the training rows (a
-    ``beta_grid`` model at the β :func:`select_beta` picks; ``selection`` says which, else empty); each
-    model is kept as ``models/sparse_vae_experiments/real/<label>-<split>-<name>.pt`` (the stage's DVC output)."""
+    ``beta_grid`` model at the β :func:`select_beta` picks; ``selection`` says which, else empty); with
+    ``keep`` each model is kept as ``models/sparse_vae_experiments/real/<label>-<split>-<name>.pt`` (the
+    stage's DVC output)."""
     from priorlab.pipeline import save_model
 
     data = in_memory(f"{label}-{split}", {"x_train": x_train.astype(np.float32), "x_test": x_test.astype(np.float32)})
@@ -148,19 +150,23 @@ def _fit_models(params: Params, study: SparseVaeRealParams, x_train, x_test, spl
             spec, selection = select_beta(params, study, name, x_train, split, label, likelihood)
         model = fit_deep(name, spec, study, data, split, likelihood)
         meta = {"data": label, "split": split, "model": spec.record(), "likelihood": likelihood}
-        save_model(paths.MODELS / NAME / REAL_CELL / f"{label}-{split}-{name}.pt", model,
-                   {**meta, "selection": selection} if selection else meta)
+        if keep:
+            save_model(paths.MODELS / NAME / REAL_CELL / f"{label}-{split}-{name}.pt", model,
+                       {**meta, "selection": selection} if selection else meta)
         yield name, spec.kind, model, selection
 
 
 # --- MovieLens ----------------------------------------------------------------------------------
 
-def movielens_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Per split and method: NLL, Recall@k, NDCG@k; and the sparse VAE's top movies (split 0)."""
+def movielens_rows(params: Params, study: SparseVaeRealParams | None = None,
+                   keep: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per split and method: NLL, Recall@k, NDCG@k; and the sparse VAE's top movies (split 0).  ``study``:
+    the MovieLens settings (None: ``sparse_vae_study.movielens``; a diagnosis arm passes its own, with
+    ``keep=False``: no model files)."""
     from priorlab.data.movielens import load_movielens
     from priorlab.metrics import ndcg_at_k, recall_at_k
 
-    study = params.sparse_vae_study.movielens
+    study = study or params.sparse_vae_study.movielens
     rows: list[dict[str, Any]] = []
     topics: dict[str, Any] = {}
     for split in range(study.splits):
@@ -170,13 +176,17 @@ def movielens_rows(params: Params) -> tuple[list[dict[str, Any]], dict[str, Any]
         foldin, heldout = foldin_split(x_te, study.foldin_fraction, np.random.RandomState(split))
 
         def score(method: str, kind: str, log_p: np.ndarray, rank: np.ndarray, selection=None) -> None:
-            rows.append({"split": split, "method": method, "kind": kind, "nll": multinomial_nll(x_te, log_p),
+            rows.append({"split": split, "method": method, "kind": kind, "n_train": int(x_tr.shape[0]),
+                         "nll": multinomial_nll(x_te, log_p),
                          "recall": recall_at_k(rank, heldout, study.recall_k, exclude=foldin),
                          "ndcg": ndcg_at_k(rank, heldout, study.ndcg_k, exclude=foldin),
                          **({"selection": selection} if selection else {})})
 
-        for name, kind, model, selection in _fit_models(params, study, x_tr, x_te, split, "movielens", "multinomial"):
+        for name, kind, model, selection in _fit_models(params, study, x_tr, x_te, split, "movielens", "multinomial",
+                                                        keep):
             score(name, kind, log_softmax(_decode_logits(model, x_te)), _decode_logits(model, foldin), selection)
+            if kind == "sparse_vae":
+                rows[-1]["active_columns"] = int(model.active_columns().sum())
             if kind == "sparse_vae" and not topics:
                 W = model.decoder.W.detach().double().numpy()
                 cols = np.flatnonzero(model.active_columns().numpy())
@@ -254,6 +264,26 @@ def run_sparse_vae_real(params: Params) -> Path:
     rows = real_rows(params)
     write_json(out / "rows.json", rows)
     write_json_folder(paths.METRICS / NAME / REAL_CELL, real_metrics(rows))
+    return out
+
+
+def ablation_dir(name: str) -> Path:
+    """A ``sparse_vae_study.movielens_ablations`` arm's folder (``rows.json``), inside the study's model
+    folder (which the aggregating stage depends on)."""
+    return paths.MODELS / NAME / "diagnosis" / name
+
+
+def run_sparse_vae_ablation(params: Params, ablation: str) -> Path:
+    """``sparse_vae_ablation@<name>``: one MovieLens diagnosis arm fitted and scored on the study's folds;
+    writes its rows (no model files) to :func:`ablation_dir`."""
+    from priorlab.config import ParamsError
+
+    arms = params.sparse_vae_study.movielens_ablations
+    if ablation not in arms:
+        raise ParamsError(f"sparse_vae_study.movielens_ablations has no entry {ablation!r} (entries: {sorted(arms)})")
+    rows, _ = movielens_rows(params, arms[ablation], keep=False)
+    out = ablation_dir(ablation)
+    write_json(out / "rows.json", {"movielens_rows": rows})
     return out
 
 
