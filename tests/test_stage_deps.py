@@ -124,3 +124,25 @@ def test_every_library_file_a_stage_can_import_is_one_of_its_deps(name):
     assert str(script.relative_to(ROOT)) in deps, f"{name}: its own script is not a dep"
     missing = uncovered(import_closure(script), deps)
     assert not missing, f"dvc.yaml stage {name} imports these files but does not depend on them: {missing}"
+
+
+def test_every_grid_dvc_expands_is_named_and_must_be_spelled_out(tmp_path):
+    """DVC expands foreach / matrix params from the raw file: DVC_GRIDS lists exactly those of dvc.yaml,
+    and a profile without one is refused by the loader in one line (not by DVC's parser mid-repro)."""
+    import re
+
+    import yaml
+
+    from priorlab.config import DVC_GRIDS, ParamsError, load_params
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    used = set()
+    for spec in stages.values():
+        sources = [spec["foreach"]] if "foreach" in spec else list(spec.get("matrix", {}).values())
+        used |= {m for src in sources for m in re.findall(r"\$\{([^}]+)\}", str(src))}
+    assert used == set(DVC_GRIDS)
+    raw = yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text())
+    del raw["sparse_vae_study"]["movielens_ablations"]
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ParamsError, match="sparse_vae_study.movielens_ablations: missing"):
+        load_params(tmp_path / "p.yaml")

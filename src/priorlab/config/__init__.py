@@ -275,10 +275,23 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     return params
 
 
+DVC_GRIDS = ("datasets", "setups", "runs", "isa_study.models", "isa_study.seeds", "sparse_vae_study.rhos",
+             "sparse_vae_study.movielens_ablations", "mssc_study.models", "mssc_study.bars", "mssc_study.ablations")
+"""The params ``dvc.yaml`` expands into stages (``foreach`` / ``matrix``; a test keeps the list equal to
+dvc.yaml's): DVC reads them from the file, so a default the loader fills in is not enough."""
+
+
 def _check_dvc_keys(raw: dict) -> None:
     """Keys ``dvc.yaml`` interpolates from the raw file must be spelled out there (a default is not
-    seen by DVC): the pretrain stage tracks ``models.${item.pretrain_model}``, every per-run stage
-    writes under ``${item.group}``."""
+    seen by DVC): every grid of :data:`DVC_GRIDS` (``{}`` / ``[]`` when empty), the pretrain stage's
+    ``models.${item.pretrain_model}``, every per-run stage's ``${item.group}``."""
+    for key in DVC_GRIDS:
+        node: Any = raw
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise ParamsError(f"{key}: missing; dvc.yaml expands it into stages, so it must be spelled out "
+                                  "(write {} or [] when empty)")
+            node = node[part]
     for name, setup in raw.get("setups", {}).items():
         if "pretrain_model" not in setup:
             raise ParamsError(f"setups.{name}.pretrain_model: missing; dvc.yaml's pretrain stage needs it spelled out "
