@@ -60,3 +60,31 @@ def test_grids_iterate_the_chosen_components():
     with pytest.raises(ValueError, match="I = 2"):
         factorial_grid(build_model(SetupParams(dataset="x", latent_dim=4, hidden=[16]), spec1, (1, 8, 8)), 2, 2,
                        torch.Generator())
+
+
+def test_the_semi_supervised_diagnosis_pairs_the_arm_by_pretraining():
+    """issue 43: the arm's run is paired with the claim's run on the same pretraining; the conclusion
+    follows the paired gain and the arm's level against the goal."""
+    from priorlab.studies.fmvae_experiments.diagnosis import diagnosis_markdown
+
+    def entry(unit, acc):
+        return {"supervised_factor": "shape", "labelled_fraction": 0.4, "heldout_accuracy": acc, "unit": unit,
+                "confusion": [[90, 10, 0], [40, 60, 0], [0, 0, 100]]}
+
+    semi = {f"s{u}": entry(f"d{u}", 0.75 + 0.001 * u) for u in range(3)}
+    claims = [{"key": "001.semi_supervised/shape", "verdict": "not reproduced"}]
+    settings = {name: {"train_steps": 1500, "prior_init_steps": 2000} for name in semi}
+
+    def arm(shift):
+        out = {f"l{u}": entry(f"d{u}", 0.75 + 0.001 * u + shift + 0.002 * u) for u in range(3)}
+        settings.update({name: {"train_steps": 4500, "prior_init_steps": 2000} for name in out})
+        return out
+
+    text = diagnosis_markdown(semi, {}, settings, claims, arm(0.05))
+    assert "4,500 steps instead of 1,500" in text and "minus the claim's run on the same pretraining +0.052" in text
+    assert "**Not reproduced at this scale**: longer training raises the accuracy" in text
+    assert "40% of label 1 → cluster 0" in text
+    assert "**Open**: the gain from longer training is not distinguishable from 0" in diagnosis_markdown(
+        semi, {}, settings, claims, arm(-0.05))
+    assert "reaches the goal" in diagnosis_markdown(semi, {}, settings, claims, arm(0.25))
+    assert "no arm ran: **open**" in diagnosis_markdown(semi, {}, settings, claims)

@@ -56,6 +56,9 @@ def _run(*argv: str) -> int:
 
 def test_independent_stages_overlap_and_the_lock_is_what_dvc_expects(project):
     assert _run("-j", "2", "--timings", "timings.json") == 0
+    ignored = subprocess.run(["git", "check-ignore", "a.txt", "b.txt", "c.txt", "d.txt"], cwd=project,
+                             capture_output=True, text=True).stdout.split()
+    assert ignored == ["a.txt", "b.txt", "c.txt", "d.txt"]  # git ignores the outputs, as after `dvc repro`
     assert (project / "d.txt").read_text() == "one\none\none\n"  # b: a; c: a twice
     start = {s: float((project / f"{s}.start").read_text()) for s in "abc"}
     end = {s: float((project / f"{s}.end").read_text()) for s in "bc"}
@@ -386,6 +389,10 @@ def test_record_writes_the_lock_of_outputs_on_disk_without_running(project):
     assert done.returncode == 0 and "recorded 1 stage(s)" in done.stdout, done.stderr
     assert (project / "a.start").read_text() == start  # nothing ran
     assert "up to date" in _dvc(project, "status").stdout
+    (project / "a" / ".gitignore").unlink(missing_ok=True)
+    (project / ".gitignore").write_text("")  # a recorded output git does not ignore yet: recording ignores it
+    assert _runner_done(project, "--record", "a").returncode == 0
+    assert subprocess.run(["git", "check-ignore", "a.txt"], cwd=project, capture_output=True).returncode == 0
 
 
 def test_a_stage_that_does_not_write_its_output_fails_in_one_line(project):

@@ -18,6 +18,17 @@ if TYPE_CHECKING:
     from priorlab.models.vae import VAE
 
 
+def stage_output(path: Path, stage: str, study: str) -> dict:
+    """The JSON file ``path`` that ``stage`` writes, read; a ``UserError`` naming the stage (and the study
+    whose ``dvc repro`` runs it) when it has not run."""
+    from priorlab.errors import UserError
+    from priorlab.io import read_json
+
+    if not path.is_file():
+        raise UserError(f"{path} is missing: stage {stage} has not run (dvc repro {study} runs it)")
+    return read_json(path)
+
+
 def model_file(params: Params, run: str) -> Path:
     """The trained model of ``run`` (in its group's folder)."""
     return paths.train_dir(run, params.run(run).group) / "model.pt"

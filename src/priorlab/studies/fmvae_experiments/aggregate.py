@@ -13,7 +13,8 @@ from priorlab.studies.criteria import ACCURACY_GOAL
 from priorlab.studies.fmvae_experiments import NAME
 from priorlab.studies.fmvae_experiments.supervised_ceiling import ceiling_for, ceiling_setup, relative_verdict
 
-GROUPS = {key: f"{NAME}/{key}" for key in ("elbo_vs_k", "semi_supervised", "factorial")}
+GROUPS = {key: f"{NAME}/{key}" for key in ("elbo_vs_k", "semi_supervised", "factorial",
+                                            "semi_supervised_diagnosis")}  # the last: issue 43's arm
 
 
 def elbo_vs_k_frame(results: list[dict[str, Any]]) -> pd.DataFrame:

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from priorlab.config import Params
-from priorlab.errors import UserError
-from priorlab.io import read_json
+from priorlab.studies.mssc_experiments import NAME
 from priorlab.studies.mssc_experiments.fit import ablation_dir, cell_dir
+from priorlab.studies.runs import stage_output
 
 
 def read_cells(params: Params) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -21,10 +21,7 @@ def read_cells(params: Params) -> tuple[list[dict[str, Any]], list[dict[str, Any
     study = params.mssc_study
 
     def cell(model: str, part: str, stage: str) -> dict[str, Any]:
-        path = cell_dir(model, part) / "rows.json"
-        if not path.is_file():
-            raise UserError(f"{path} is missing: stage {stage} has not run (dvc repro mssc_experiments runs it)")
-        return read_json(path)
+        return stage_output(cell_dir(model, part) / "rows.json", stage, NAME)
 
     rows = [r for bars in study.bars for model in study.models
             for r in cell(model, bars, f"mssc_fit@{model}-{bars}")["rows"]]
@@ -34,14 +31,9 @@ def read_cells(params: Params) -> tuple[list[dict[str, Any]], list[dict[str, Any
 def read_arms(params: Params) -> dict[str, dict[str, Any]]:
     """Every ``mssc_study.ablations`` arm: name → {``spec`` (its params as a dict), ``rows``}; a
     ``UserError`` naming the first missing arm."""
-    out = {}
-    for name, spec in params.mssc_study.ablations.items():
-        path = ablation_dir(name) / "rows.json"
-        if not path.is_file():
-            raise UserError(f"{path} is missing: stage mssc_ablation@{name} has not run (dvc repro mssc_experiments "
-                            "runs it)")
-        out[name] = {"spec": dataclasses.asdict(spec), "rows": read_json(path)["rows"]}
-    return out
+    return {name: {"spec": dataclasses.asdict(spec),
+                   "rows": stage_output(ablation_dir(name) / "rows.json", f"mssc_ablation@{name}", NAME)["rows"]}
+            for name, spec in params.mssc_study.ablations.items()}
 
 
 def recovery_table(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
