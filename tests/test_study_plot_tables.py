@@ -179,7 +179,7 @@ def test_sparse_vae_stage_writes_the_recovery_table(tmp_path, monkeypatch):
     monkeypatch.setattr(E, "OUT", tmp_path)
     monkeypatch.setattr(E, "study_rows", lambda params: (rows, {}))
     monkeypatch.setattr(E, "real_fits", lambda: {})
-    monkeypatch.setattr(E, "run_real", lambda params, fitted: {"claims": [], "lines": []})
+    monkeypatch.setattr(E, "run_real", lambda params, fitted: {"claims": [], "lines": [], "movielens": {"rows": []}})
     result = E.run_sparse_vae_experiments(params)
     back = np.genfromtxt(tmp_path / "recovery_vs_rho.csv", delimiter=",", names=True)
     header, table = sa.recovery_table(sa.summarise(rows))
