@@ -455,3 +455,20 @@ def test_an_invalid_params_file_starts_nothing(project, capsys, change, message)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
     assert not (project / "a.txt").exists() and not (project / "dvc.lock").exists()
+
+
+def test_dry_names_the_stale_stages_and_those_downstream_of_them(project, capsys):
+    """issue 44: --dry lists the stages stale now and, apart, those below them that a run executes too
+    once the stale ones change their outputs (here a's output changes: b, c and then d rerun)."""
+    assert _run("-j", "2") == 0
+    capsys.readouterr()
+    spec = yaml.safe_load((project / "dvc.yaml").read_text())
+    spec["stages"]["a"]["cmd"] = spec["stages"]["a"]["cmd"].replace("echo $A", "echo changed")
+    (project / "dvc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert _run("--dry") == 0
+    out = capsys.readouterr().out
+    assert "stale: a:" in out and all(f"downstream: {s} " in out for s in "bcd")
+    assert "1 stage(s) stale and 3 downstream of them" in out
+    assert not (project / "a.txt").read_text().startswith("changed")  # nothing ran
+    assert _run("-j", "2") == 0
+    assert "4 stage(s) ran" in capsys.readouterr().out  # what --dry announced

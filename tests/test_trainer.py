@@ -258,3 +258,47 @@ def test_saved_checkpoints_are_byte_identical(tmp_path):
     save_torch(tmp_path / "a.pt", state)
     save_torch(tmp_path / "b.pt", state)
     assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
+
+
+def test_a_checkpoint_temporary_left_by_a_killed_save_is_removed(tmp_path):
+    """issue 44: a signal during a checkpoint's atomic write can leave its temporary (.<name>.<random>.pt,
+    often 0 B); the next fit of that run removes it, and nothing else beside it."""
+    from priorlab.io import remove_temporaries
+
+    stale = [tmp_path / ".t.pt.k2j3h4.pt", tmp_path / ".t.pt.zz9.pt"]
+    for p in stale:
+        p.write_bytes(b"")
+    keep = [tmp_path / ".other.pt.a1.pt", tmp_path / "t.pt.notes"]
+    for p in keep:
+        p.write_text("x")
+    _train(tmp_path, "t")
+    assert not any(p.exists() for p in stale) and all(p.exists() for p in keep)
+    assert remove_temporaries(tmp_path / "missing" / "x.pt") == []
+
+
+def test_a_diverged_stage_names_its_run(tmp_path, monkeypatch):
+    """issue 44: the train / pretrain stages label the trainer with the stage's name, so a divergence's
+    one error line says which run (``train@<run>: loss is nan at step …``)."""
+    from priorlab import pipeline
+
+    seen = {}
+
+    def fake_fit(model, data, opt, **kwargs):
+        seen.update(kwargs)
+        return type("R", (), {"steps": 0, "final_logs": {}})()
+
+    class M:
+        def bind_data(self, data):
+            pass
+
+        def training_set(self, data):
+            return None
+
+        def to(self, device):
+            return self
+
+    monkeypatch.setattr(pipeline, "fit", fake_fit)
+    monkeypatch.setattr(pipeline.paths, "CHECKPOINTS", tmp_path)
+    params = type("P", (), {"device": "cpu"})()
+    pipeline._fit_phase(params, M(), None, OPT, "train", "mnist-vae-0", "fp")
+    assert seen["desc"] == "train@mnist-vae-0"

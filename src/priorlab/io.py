@@ -7,6 +7,7 @@ renamed into place, so a killed stage never leaves a half-written file.
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -44,6 +45,17 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def remove_temporaries(path: str | Path) -> list[Path]:
+    """Remove the temporaries :func:`atomic_path` left beside ``path`` (``.<name>.<random><suffix>``)
+    when a signal killed its writer before it could clean up; only where no other process is writing
+    ``path`` (a stage's own checkpoint).  Returns what it removed."""
+    path = Path(path)
+    gone = sorted(path.parent.glob(f".{glob.escape(path.name)}.*")) if path.parent.is_dir() else []
+    for p in gone:
+        p.unlink(missing_ok=True)
+    return gone
 
 
 def write_bytes_atomic(path: str | Path, data: bytes, mode: int | None = None) -> Path:

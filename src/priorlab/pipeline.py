@@ -94,7 +94,7 @@ def _fit_phase(params: Params, model: Model, data: Dataset, opt: OptimParams, ph
         live_dir=paths.live_dir(phase, run),
         fingerprint=fp,
         device=resolve_device(params.device),
-        desc=phase,
+        desc=f"{phase}@{run}",  # the stage's name: a divergence's error line says which run
     )
     model.to("cpu")
     return {"steps": result.steps, "final": result.final_logs}

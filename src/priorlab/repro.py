@@ -81,6 +81,7 @@ class Outcome:
     total_s: float = 0.0
     jobs: int = 1
     stopped: list[str] = field(default_factory=list)  # running when the runner was interrupted
+    downstream: list[str] = field(default_factory=list)  # --dry: up to date now, below a stale stage
     signal: int = 0  # the signal that interrupted the run (0: none)
 
     def timings(self) -> dict:
@@ -174,6 +175,11 @@ class _Run:
         """Skip, restore or launch one stage whose upstream has finished."""
         name = stage.addressing
         if not dvc_adapter.changed(stage, self.upstream[stage]):
+            if self.dry and any(u.addressing in self.out.ran or u.addressing in self.out.downstream
+                                for u in self.upstream[stage]):
+                # up to date now, but a stale upstream stage runs first: its new outputs rerun this one
+                self.log(f"downstream: {name} (reruns when the stages it depends on change their outputs)")
+                return self._finish(stage, "downstream")
             return self._finish(stage, "skipped")
         if self.dry:
             self.log(f"stale: {name}: {stage.cmd}")
@@ -470,7 +476,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{' (' + ', '.join(outcome.stopped) + ')' if outcome.stopped else ''}; {len(outcome.ran)} finished "
               f"and {len(outcome.restored)} restored are recorded in dvc.lock; rerun to continue", file=sys.stderr)
         return exit_status(outcome.signal)
-    print(f"{len(outcome.ran)} stage(s) {'stale' if ns.dry else 'ran'}, {len(outcome.restored)} restored, "
+    more = (f" and {len(outcome.downstream)} downstream of them (a run executes those too where their inputs "
+            "change)" if ns.dry else "")
+    print(f"{len(outcome.ran)} stage(s) {'stale' if ns.dry else 'ran'}{more}, {len(outcome.restored)} restored, "
           f"{len(outcome.skipped)} up to date, {len(outcome.failed)} failed; "
           f"{time.monotonic() - start:.1f} s on {ns.jobs} worker(s)", flush=True)
     return 1 if outcome.failed else 0

@@ -396,7 +396,8 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
     log(describe(shard, sum(s.cost for s in shards)))
     if dry:
         outcome = reproduce(shard.targets + [s for s in shard.owns], jobs, gpus, root=root, dry=True, log=log)
-        log(f"shard {shard.name}: {len(outcome.ran)} stage(s) stale (restored or run when it runs)")
+        log(f"shard {shard.name}: {len(outcome.ran)} stage(s) stale and {len(outcome.downstream)} downstream of them "
+            "(restored or run when it runs)")
         return 0
     if not shard.runs and not shard.owns and not shard.cells:
         log(f"shard {shard.name} holds nothing: more shards than pieces of work")

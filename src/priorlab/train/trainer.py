@@ -45,7 +45,7 @@ from tqdm.auto import tqdm
 from priorlab.config import OptimParams
 from priorlab.device import deferred_value_checks
 from priorlab.errors import UserError
-from priorlab.io import load_torch, save_torch
+from priorlab.io import load_torch, remove_temporaries, save_torch
 from priorlab.models.protocol import LogValue, Model, NonFiniteLoss, StepContext, TrainingSet, logs_to_floats
 from priorlab.train.live import restore as restore_live, snapshot as snapshot_live
 
@@ -248,6 +248,7 @@ def fit(
     with dvclive (imported only then); ``None`` logs nothing.
     """
     checkpoint = Path(checkpoint)
+    remove_temporaries(checkpoint)  # a half-written checkpoint of a run killed mid-save (never resumed from)
     device = torch.device(device)
     model.to(device)
     data = data.to(device)
