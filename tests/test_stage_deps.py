@@ -146,3 +146,39 @@ def test_every_grid_dvc_expands_is_named_and_must_be_spelled_out(tmp_path):
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(ParamsError, match="sparse_vae_study.movielens_ablations: missing"):
         load_params(tmp_path / "p.yaml")
+
+
+def test_every_distribution_the_library_imports_is_declared_and_pinned():
+    """issue 44: each third-party module priorlab imports (at module level or inside a function) comes from
+    a distribution declared in pyproject.toml (dependencies or an extra) and pinned in requirements.txt."""
+    import ast
+    import importlib.metadata as md
+    import re
+    import sys
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        pytest.skip("tomllib needs Python 3.11")
+    names = set()
+    for f in (ROOT / "src" / "priorlab").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    third = sorted(n for n in names if n not in sys.stdlib_module_names and n != "priorlab")
+    dists = md.packages_distributions()
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = project["dependencies"] + [d for extra in project.get("optional-dependencies", {}).values() for d in extra]
+    declared = {norm(re.split(r"[<>=!~\[; ]", d, 1)[0]) for d in specs}
+    pinned = {norm(line.split("==")[0]) for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if "==" in line and not line.lstrip().startswith("#")}
+    missing = {n: dists.get(n) for n in third if not any(norm(d) in declared for d in dists.get(n, [n]))}
+    assert not missing, f"imported but not declared in pyproject.toml: {missing}"
+    unpinned = {n for n in third if not any(norm(d) in pinned for d in dists.get(n, [n]))}
+    assert not unpinned, f"imported but not pinned in requirements.txt: {unpinned}"
