@@ -234,3 +234,14 @@ def test_the_movielens_diagnosis_reads_each_arm_against_the_claims_gaps():
     wins = "\n".join(movielens_markdown(rows(0.0), {"a": {"settings": longer, "rows": rows(-2.0)}}, claim, study, "s"))
     assert "**Not reproduced at this scale**" in wins
     assert movielens_markdown(rows(0.0), {}, [dict(claim[0], verdict="reproduced")], study, "s") == []
+
+
+def test_the_real_metrics_folder_is_never_empty():
+    """issue 44: with both real-data studies off (the tiny profile) the metrics folder still holds a file
+    (git keeps no empty folder, and `dvc metrics diff` then could not read HEAD's): each scored 0 methods.
+    With a study on, only the per-method files (a group's `dvc metrics show` keeps its columns)."""
+    off = R.real_metrics({"movielens_rows": [], "single_cell_rows": [], "topics": {}})
+    assert off == {"scored": {"movielens_methods": 0.0, "single_cell_methods": 0.0}}
+    rows = [{"split": s, "method": m, "nll": 1.0 + s, "recall": 0.5, "ndcg": 0.5} for s in range(3) for m in "ab"]
+    on = R.real_metrics({"movielens_rows": rows, "single_cell_rows": [], "topics": {}})
+    assert set(on) == {"movielens-a", "movielens-b"} and on["movielens-a"]["nll"] == 2.0

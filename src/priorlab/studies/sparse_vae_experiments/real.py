@@ -289,7 +289,11 @@ def run_sparse_vae_ablation(params: Params, ablation: str) -> Path:
 
 def real_metrics(rows: dict[str, Any]) -> dict[str, dict[str, float]]:
     """The real-data metrics files for ``dvc metrics show / diff``, one per study and method
-    (``movielens-<method>``, ``single_cell-<method>``): each score's mean and std over the splits."""
+    (``movielens-<method>``, ``single_cell-<method>``): each score's mean and std over the splits.  With
+    both studies off, one file ``scored`` saying each scored 0 methods: the folder is never empty (git
+    keeps no empty folder, and ``dvc metrics diff`` could not read HEAD's); it is written only then, so a
+    group's ``dvc metrics show`` keeps its columns."""
     stats = {"movielens": mean_std(rows["movielens_rows"], ("nll", "recall", "ndcg")),
              "single_cell": mean_std(rows["single_cell_rows"], ("accuracy",))}
-    return {f"{study}-{method}": numbers for study, by_method in stats.items() for method, numbers in by_method.items()}
+    files = {f"{study}-{method}": numbers for study, by_method in stats.items() for method, numbers in by_method.items()}
+    return files or {"scored": {f"{study}_methods": 0.0 for study in stats}}
