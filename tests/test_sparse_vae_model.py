@@ -4,6 +4,7 @@ the B.2 prior option, config errors, and the synthetic study's metric / claim lo
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -411,7 +412,10 @@ def test_study_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
     mdir = tmp_path / "metrics" / "sparse_vae_experiments"
     assert sorted(p.name for p in (mdir / "rho-0.0").iterdir()) == [f"{m}.json" for m in ("FactorAnalysis", "PCA", "s",
                                                                                           "sc", "v", "vc")]
-    assert sorted(p.name for p in (mdir / "real").iterdir()) == []  # the real-data studies are off
+    # the real-data studies are off: one file says so (an empty folder would not survive git, issue 44)
+    assert sorted(p.name for p in (mdir / "real").iterdir()) == ["scored.json"]
+    assert json.loads((mdir / "real" / "scored.json").read_text()) == {"movielens_methods": 0.0,
+                                                                       "single_cell_methods": 0.0}
     out = E.run_sparse_vae_experiments(params)
     assert {r["method"] for r in out["rows"]} == {"s", "v", "sc", "vc", "PCA", "FactorAnalysis"}
     assert sum(r["method"] == "sc" for r in out["rows"]) == 1 and sum(r["method"] == "s" for r in out["rows"]) == 2
