@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from priorlab.data.bars import bar_matrix, column_correlation
+from priorlab.data.bars import bar_matrix, bars_recovery, column_correlation
 from priorlab.studies.claims import md_table, verdict_text
 from priorlab.studies.intervals import clopper_pearson
 
@@ -31,15 +31,14 @@ def failure_modes(W: np.ndarray, R: int, threshold: float) -> dict[str, int]:
     bars (correlation ≥ ``threshold`` with the union of a pair), that ``duplicate`` a bar another column
     holds, or ``other``."""
     W, W_true = np.asarray(W, float), bar_matrix(R)
+    match = bars_recovery(W, W_true, threshold)  # the claim's one-to-one matching
+    ok = match["correlations"] >= threshold
+    clean = {int(j) for j in match["assignment"][ok]}
     C = column_correlation(W_true, W)  # [bars, columns]
-    from scipy.optimize import linear_sum_assignment
-
-    rows, cols = linear_sum_assignment(-C)
-    clean = {int(j) for i, j in zip(rows, cols) if C[i, j] >= threshold}
     pairs = np.stack([np.maximum(W_true[:, a], W_true[:, b]) for a, b in combinations(range(W_true.shape[1]), 2)], 1)
     P = column_correlation(pairs, W)
     out = dict.fromkeys(MODES, 0)
-    out["missing"] = int(sum(C[i, j] < threshold for i, j in zip(rows, cols)))
+    out["missing"] = int((~ok).sum())
     for j in range(W.shape[1]):
         if j in clean:
             continue
