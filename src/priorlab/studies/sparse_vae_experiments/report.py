@@ -149,9 +149,9 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
         parts.append(diagnosis_markdown(rows, read_json(paths.REPORTS / RECORD), records, arms[AS_WRITTEN],
                                         arms[AS_RELEASED]))
         covered += DIAGNOSED
-    sparse_ml = first_sparse(params, study.movielens.models)
-    ml_lines = movielens_markdown(real["movielens"]["rows"], read_movielens_arms(params), records,
-                                  dataclasses.asdict(study.movielens), sparse_ml) if sparse_ml else []
+    sparse_ml, ml_rows = first_sparse(params, study.movielens.models), real["movielens"]["rows"]
+    ml_lines = movielens_markdown(ml_rows, read_movielens_arms(params), records, dataclasses.asdict(study.movielens),
+                                  sparse_ml) if sparse_ml and ml_rows else []  # arms are read only with rows
     if ml_lines:
         parts.append(("" if parts else "# Paper 003: why its claims fail here (diagnosis)\n\n") + "\n".join(ml_lines) + "\n")
         covered += ML_DIAGNOSED
