@@ -279,7 +279,7 @@ def test_a_checkpoint_temporary_left_by_a_killed_save_is_removed(tmp_path):
 def test_a_diverged_stage_names_its_run(tmp_path, monkeypatch):
     """issue 44: the train / pretrain stages label the trainer with the stage's name, so a divergence's
     one error line says which run (``train@<run>: loss is nan at step …``)."""
-    from priorlab import pipeline
+    from priorlab import phases, pipeline
 
     seen = {}
 
@@ -297,8 +297,20 @@ def test_a_diverged_stage_names_its_run(tmp_path, monkeypatch):
         def to(self, device):
             return self
 
-    monkeypatch.setattr(pipeline, "fit", fake_fit)
+    monkeypatch.setattr(phases, "fit", fake_fit)
     monkeypatch.setattr(pipeline.paths, "CHECKPOINTS", tmp_path)
     params = type("P", (), {"device": "cpu"})()
     pipeline._fit_phase(params, M(), None, OPT, "train", "mnist-vae-0", "fp")
     assert seen["desc"] == "train@mnist-vae-0"
+    assert seen["curves"] == "train"  # the curves keep the phase's name
+
+
+def test_curves_are_named_by_phase_not_by_the_progress_label(tmp_path):
+    """A stage's progress label names its run (``train@<run>``); its curves stay ``train/<term>``, the names
+    the committed curves and `dvc plots diff` across runs use."""
+    model = tiny_model()
+    fit(model, as_training_set(tiny_data()), OPT, checkpoint=tmp_path / "c.pt", live_dir=tmp_path / "live",
+        fingerprint="fp", desc="train@some-run", curves="train")
+    names = sorted(p.relative_to(tmp_path / "live" / "plots" / "metrics").as_posix()
+                   for p in (tmp_path / "live" / "plots" / "metrics").rglob("*.tsv"))
+    assert names and all(n.startswith("train/") for n in names), names

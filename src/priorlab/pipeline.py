@@ -9,35 +9,17 @@ its own outputs atomically.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from pathlib import Path
-from typing import Any
 
-import torch
 
 from priorlab import paths
 from priorlab.config import ModelParams, OptimParams, Params, ParamsError
 from priorlab.data.store import Dataset, build_arrays, ground_truth, load_dataset, write_dataset
-from priorlab.io import load_torch, read_json, save_torch, write_json
+from priorlab.io import load_torch, read_json, write_json
 from priorlab.metric_registry import headline
 from priorlab.models import build_model
 from priorlab.models.protocol import Model
-from priorlab.train import fit
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ParamsError("device: cuda requested but no CUDA device is available (use device: auto or cpu)")
-    return torch.device(name)
-
-
-def fingerprint(*parts: Any) -> str:
-    """Stable hash of JSON-serialisable configuration parts."""
-    blob = json.dumps(parts, sort_keys=True, default=lambda o: getattr(o, "__dict__", str(o)))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+from priorlab.phases import fingerprint, fit_phase, new_model, resolve_device, save_model, start_model
 
 
 def _run_parts(params: Params, run: str) -> tuple[str, str, int]:
@@ -67,12 +49,7 @@ def load_setup_data(params: Params, setup: str) -> Dataset:
 
 
 def _new_model(params: Params, setup: str, model: ModelParams, obs_shape, seed: int) -> Model:
-    torch.manual_seed(seed)  # weight initialisation
-    return build_model(params.setup(setup), model, obs_shape)
-
-
-def save_model(path: Path, model: Model, meta: dict) -> None:
-    save_torch(path, {"state_dict": model.state_dict(), "meta": meta})
+    return new_model(params.setup(setup), model, obs_shape, seed)
 
 
 def load_model(params: Params, setup: str, model_name: str, path: Path, obs_shape) -> tuple[Model, dict]:
@@ -85,19 +62,10 @@ def load_model(params: Params, setup: str, model_name: str, path: Path, obs_shap
 
 
 def _fit_phase(params: Params, model: Model, data: Dataset, opt: OptimParams, phase: str, run: str, fp: str) -> dict:
-    model.bind_data(data)
-    result = fit(
-        model,
-        model.training_set(data),
-        opt,
-        checkpoint=paths.checkpoint_file(phase, run),
-        live_dir=paths.live_dir(phase, run),
-        fingerprint=fp,
-        device=resolve_device(params.device),
-        desc=f"{phase}@{run}",  # the stage's name: a divergence's error line says which run
-    )
-    model.to("cpu")
-    return {"steps": result.steps, "final": result.final_logs}
+    return fit_phase(model, data, opt, checkpoint=paths.checkpoint_file(phase, run), live_dir=paths.live_dir(phase, run),
+                     fingerprint=fp, device=resolve_device(params.device),
+                     desc=f"{phase}@{run}",  # the stage's name: a divergence's error line says which run
+                     curves=phase)  # the curves keep the phase's name (`dvc plots diff` compares them across runs)
 
 
 # --------------------------------------------------------------------------- pretrain
@@ -164,30 +132,16 @@ def run_prior_init(params: Params, setup: str) -> dict:
 def _prior_init_run(params: Params, run: str, data: Dataset, pre: dict | None) -> dict:
     setup, model_name, seed = _run_parts(params, run)
     spec = params.model(model_name)
-    model = _new_model(params, setup, spec, data.obs_shape, params.train.seed + seed)
-    pre_meta: dict = {}
-    if spec.warm_start == "pretrain":
-        pre_meta = pre["meta"]
-        try:
-            model.load_pretrained(pre["state_dict"])
-        except ValueError as exc:
-            raise ParamsError(f"setup {setup!r}, model {model_name!r}: {exc}") from None
-    model.set_phase("prior_init")
-    for p in model.parameters():
-        p.requires_grad_(False)
-    model.bind_data(data)
-    from priorlab.train import fit_prior
-
-    init_logs = fit_prior(model, model.training_set(data), device=resolve_device(params.device),
-                          seed=params.train.seed + seed)  # on the device when there is a prior to fit
-    model.to("cpu")
-    for p in model.parameters():
-        p.requires_grad_(True)
+    try:
+        model, init_logs = start_model(params.setup(setup), spec, data, pre, params.train.seed + seed,
+                                       resolve_device(params.device))
+    except ValueError as exc:
+        raise ParamsError(f"setup {setup!r}, model {model_name!r}: {exc}") from None
     meta = {
         "phase": "prior_init",
         "run": run,
         "warm_start": spec.warm_start,
-        "pretrain_fingerprint": pre_meta.get("fingerprint"),
+        "pretrain_fingerprint": (pre or {}).get("meta", {}).get("fingerprint") if spec.warm_start == "pretrain" else None,
         "prior_init": init_logs,
     }
     save_model(paths.prior_init_dir(run, setup) / "model.pt", model, meta)

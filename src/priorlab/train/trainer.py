@@ -239,13 +239,17 @@ def fit(
     fingerprint: str,
     device: torch.device | str = "cpu",
     desc: str = "train",
+    progress: bool = True,
+    curves: str | None = None,
 ) -> TrainResult:
     """Train ``model`` on the rows of ``data`` for ``opt.steps`` steps.
 
     ``checkpoint`` is written every ``opt.checkpoint_every`` steps and resumed
     from when its ``fingerprint`` (a hash of everything that defines the run)
     matches; it is removed when the run completes.  Curves go to ``live_dir``
-    with dvclive (imported only then); ``None`` logs nothing.
+    with dvclive (imported only then), named ``<curves>/<term>`` (default ``curves``: ``desc``);
+    ``None`` logs nothing.  ``progress``: show a progress bar labelled ``desc`` (which also names the run
+    in a divergence's error).
     """
     checkpoint = Path(checkpoint)
     remove_temporaries(checkpoint)  # a half-written checkpoint of a run killed mid-save (never resumed from)
@@ -316,7 +320,7 @@ def fit(
     compiled = opt.compile != "eager" and model.compilable
     if compiled:
         compile_forward(model, opt.compile)
-    bar = tqdm(total=opt.steps, initial=start, desc=desc, mininterval=2.0, dynamic_ncols=True)
+    bar = tqdm(total=opt.steps, initial=start, desc=desc, mininterval=2.0, dynamic_ncols=True, disable=not progress)
     try:
         with deferred_value_checks():
             for step in range(start + 1, opt.steps + 1):
@@ -353,7 +357,7 @@ def fit(
                     if live is not None and log_step:
                         live.step = step
                         for k, v in values.items():
-                            live.log_metric(f"{desc}/{k}", v)
+                            live.log_metric(f"{curves or desc}/{k}", v)
                         live.make_summary()
                 if save_now:
                     save(step)

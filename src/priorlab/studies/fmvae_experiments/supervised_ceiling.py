@@ -161,7 +161,7 @@ def run_supervised_ceiling(params: Params) -> dict[str, Any]:
     extra ``resolutions``) into ``models/supervised_ceiling/ceilings.json`` and each classifier into
     ``models/supervised_ceiling/<setup>-<factor>-<resolution>.pt`` (DVC cache); the headline numbers into
     ``metrics/fmvae_experiments/supervised_ceiling/<setup>-<factor>-<resolution>.json`` (:func:`headline`)."""
-    from priorlab.pipeline import save_model
+    from priorlab.phases import save_model
 
     cfg = params.supervised_ceiling
     shutil.rmtree(MODELS, ignore_errors=True)  # only this run's classifiers

@@ -142,7 +142,7 @@ def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.devic
     """Train one study model from scratch (resumable) and score it: its row of the study and the model."""
     from priorlab.evaluation import evaluate_model, posterior_function, representation_function
     from priorlab.models import build_model
-    from priorlab.pipeline import fingerprint
+    from priorlab.phases import fingerprint
     from priorlab.train import fit
 
     study = params.isa_study
@@ -175,7 +175,8 @@ def run_isa_fit(params: Params, model: str, seed: str) -> Path:
     """``isa_fit@<model>-<seed>``: train and score the cell's runs; write its model folder (atomically:
     a killed stage leaves no folder) and its metrics file."""
     from priorlab.data.store import ground_truth
-    from priorlab.pipeline import load_setup_data, resolve_device, save_model
+    from priorlab.phases import resolve_device, save_model
+    from priorlab.pipeline import load_setup_data
 
     runs = cell_runs(params, model, int(seed))
     study = params.isa_study

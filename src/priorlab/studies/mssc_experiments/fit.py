@@ -190,7 +190,7 @@ def _report(label: str, rows: list[dict]) -> None:
 def run_mssc_fit(params: Params, model: str, bars: str) -> Path:
     """``mssc_fit@<model>-<bars>``: every seed of one ``mssc_study.models`` entry on one bars entry;
     writes its model folder atomically and its metrics file."""
-    from priorlab.pipeline import save_model
+    from priorlab.phases import save_model
 
     study = params.mssc_study
     if model not in study.models or bars not in study.bars:
@@ -255,7 +255,7 @@ def run_mssc_ablation(params: Params, ablation: str) -> Path:
 def run_mssc_patches(params: Params, model: str) -> Path:
     """``mssc_patches@<model>``: the dictionary one ``mssc_study.models`` entry learns on the ``patches``
     entry (none when ``patches`` is empty: its rows.json says so); writes its model folder atomically."""
-    from priorlab.pipeline import save_model
+    from priorlab.phases import save_model
 
     study = params.mssc_study
     if model not in study.models:

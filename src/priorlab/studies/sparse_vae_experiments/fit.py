@@ -42,7 +42,7 @@ def fit_deep(name: str, spec: ModelParams, study, data, seed: int, likelihood: s
     """The study model ``name`` (spec ``spec``) trained from scratch on ``data`` with ``study.train``
     (seed ``seed``); ``study`` also gives ``latent_dim`` and ``hidden``."""
     from priorlab.models import build_model
-    from priorlab.pipeline import fingerprint
+    from priorlab.phases import fingerprint
     from priorlab.train import fit
 
     opt = dataclasses.replace(study.train, seed=seed)
@@ -217,7 +217,7 @@ def cell_dir(rho: float) -> Path:
 def run_sparse_vae_fit(params: Params, rho: str) -> Path:
     """``sparse_vae_fit@<rho>``: the cell of one ``sparse_vae_study.rhos`` value; writes its model folder
     atomically (a killed stage leaves none) and its metrics file."""
-    from priorlab.pipeline import save_model
+    from priorlab.phases import save_model
 
     study = params.sparse_vae_study
     value = float(rho)

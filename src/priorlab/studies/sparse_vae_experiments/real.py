@@ -141,7 +141,7 @@ def _fit_models(params: Params, study: SparseVaeRealParams, x_train, x_test, spl
     ``beta_grid`` model at the β :func:`select_beta` picks; ``selection`` says which, else empty); with
     ``keep`` each model is kept as ``models/sparse_vae_experiments/real/<label>-<split>-<name>.pt`` (the
     stage's DVC output)."""
-    from priorlab.pipeline import save_model
+    from priorlab.phases import save_model
 
     data = in_memory(f"{label}-{split}", {"x_train": x_train.astype(np.float32), "x_test": x_test.astype(np.float32)})
     for name in study.models:

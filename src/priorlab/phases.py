@@ -1,0 +1,87 @@
+"""The training chain of one model on a loaded data set (paper 001, sec. 2.4): pretrain the setup's
+nets, start the model from them and fit its prior with the nets frozen, then train jointly.
+
+The pipeline's stages (:mod:`priorlab.pipeline`) run these phases one stage each, their inputs and
+outputs on disk under :mod:`priorlab.paths`; the public API (:mod:`priorlab.estimator`) runs them in
+one call on the user's arrays.  Both go through these functions: one code path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from priorlab.config import ModelParams, OptimParams, ParamsError, SetupParams
+from priorlab.data.store import Dataset
+from priorlab.io import save_torch
+from priorlab.models import build_model
+from priorlab.models.protocol import Model
+from priorlab.train import fit, fit_prior
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` (CUDA when there is one), ``cpu``, ``cuda`` or any torch device name."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ParamsError("device: cuda requested but no CUDA device is available (use device: auto or cpu)")
+    return torch.device(name)
+
+
+def fingerprint(*parts: Any) -> str:
+    """Stable hash of JSON-serialisable configuration parts."""
+    blob = json.dumps(parts, sort_keys=True, default=lambda o: getattr(o, "__dict__", str(o)))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def new_model(setup: SetupParams, spec: ModelParams, obs_shape, seed: int) -> Model:
+    """The model of ``spec`` on the setup's nets, its weights initialised from ``seed``."""
+    torch.manual_seed(seed)  # weight initialisation
+    return build_model(setup, spec, obs_shape)
+
+
+def save_model(path: str | Path, model: Model, meta: dict) -> None:
+    """A model's weights and what produced them (atomic)."""
+    save_torch(path, {"state_dict": model.state_dict(), "meta": meta})
+
+
+def fit_phase(model: Model, data: Dataset, opt: OptimParams, *, checkpoint: str | Path, live_dir: str | Path | None,
+              fingerprint: str, device: torch.device, desc: str, progress: bool = True,
+              curves: str | None = None) -> dict:
+    """Pretraining or joint training of ``model`` on the training rows of ``data`` (resumable from
+    ``checkpoint``; curves in ``live_dir`` named ``<curves>/<term>``); the model is left on the CPU.
+    Returns the steps and the last logged values."""
+    model.bind_data(data)
+    result = fit(model, model.training_set(data), opt, checkpoint=checkpoint, live_dir=live_dir,
+                 fingerprint=fingerprint, device=device, desc=desc, progress=progress, curves=curves)
+    model.to("cpu")
+    return {"steps": result.steps, "final": result.final_logs}
+
+
+def start_model(setup: SetupParams, spec: ModelParams, data: Dataset, pretrained: dict | None, seed: int,
+                device: torch.device) -> tuple[Model, dict]:
+    """The prior_init phase: a new model (weights from ``seed``) that takes the pretrained nets when
+    ``spec.warm_start`` is ``pretrain`` (``pretrained``: a saved model, ``{"state_dict", "meta"}``), then
+    fits its prior with every weight frozen (paper 001, sec. 2.4: the GMM initialisation of the mixture
+    prior; nothing for fixed priors).  Returns the model (on the CPU) and the prior fit's logs.
+
+    Raises ``ValueError`` when the model cannot take the pretrained nets."""
+    model = new_model(setup, spec, data.obs_shape, seed)
+    if spec.warm_start == "pretrain":
+        if pretrained is None:
+            raise ValueError(f"model kind {spec.kind!r} starts from a pretrained model (warm_start: pretrain), "
+                             "but none was given")
+        model.load_pretrained(pretrained["state_dict"])
+    model.set_phase("prior_init")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.bind_data(data)
+    logs = fit_prior(model, model.training_set(data), device=device, seed=seed)  # on the device when there is a prior to fit
+    model.to("cpu")
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return model, logs
