@@ -33,6 +33,7 @@ from priorlab.config.datasets import (  # noqa: F401  (re-exported: the one plac
     DATASET_PARAMS,
     DSpritesParams,
     DatasetParams,
+    FileParams,
     ImagePatchesParams,
     MNISTParams,
     MovieLensParams,
@@ -250,6 +251,15 @@ def _parse_dataclass(cls, value, key: str):
     return cls(**kwargs)
 
 
+def parse_entry(cls, raw: dict, key: str):
+    """One entry of a section (a setup, a ``models:`` entry, an optimiser phase) parsed and checked as
+    :func:`load_params` does; ``key`` prefixes the messages.  A tagged union's base class (e.g.
+    :class:`ModelParams`) parses into the class of ``raw["kind"]``."""
+    entry = _parse_dataclass(cls, raw, key)
+    entry.check(key)
+    return entry
+
+
 def parse_params(raw: dict) -> Params:
     """Validate a raw mapping (as read from YAML) into :class:`Params`."""
     params = _parse_dataclass(Params, raw, "")
@@ -378,6 +388,18 @@ def use_profile(name: str, root: str | Path = ".", overrides: typing.Sequence[st
     return dst
 
 
+def split_override(item: str, what: str = "override", example: str = "a.b=1") -> tuple[list[str], Any]:
+    """``"a.b=[1, 2]"`` → ``(["a", "b"], [1, 2])``, the value read as YAML; a :class:`ParamsError`
+    naming ``what`` when the item is not ``DOTTED.KEY=VALUE``."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key or "" in key.split("."):
+        raise ParamsError(f"{what} {item!r}: expected DOTTED.KEY=VALUE, e.g. {example}")
+    try:
+        return key.split("."), yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{what} {item!r}: the value is not YAML ({exc.problem})") from None
+
+
 def apply_overrides(text: str, overrides: typing.Sequence[str], source: str | Path = "params") -> str:
     """``text`` (a params file) with each ``DOTTED.KEY=VALUE`` override set, comments kept."""
     import io
@@ -388,14 +410,8 @@ def apply_overrides(text: str, overrides: typing.Sequence[str], source: str | Pa
     rt.width = 4096
     doc = rt.load(text)
     for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ParamsError(f"override {item!r}: expected DOTTED.KEY=VALUE, e.g. isa_study.train.steps=3550")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise ParamsError(f"override {item!r}: the value is not YAML ({exc.problem})") from None
-        node, parts = doc, key.split(".")
+        parts, value = split_override(item, "override", "isa_study.train.steps=3550")
+        node = doc
         for depth, part in enumerate(parts):
             if not isinstance(node, dict) or part not in node:
                 raise ParamsError(f"override {item!r}: {source} has no key {'.'.join(parts[:depth + 1])}")

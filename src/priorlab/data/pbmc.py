@@ -44,11 +44,12 @@ SPEC = packaged.PackagedFile(
 SCALE = 1e4  # scanpy's normalize_total target of the raw layer
 
 
-def _h5py():
+def require_h5py():
+    """The h5py module (it reads every .h5ad file here), or an ImportError saying how to install it."""
     try:
         import h5py
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("reading the PBMC .h5ad file needs h5py: pip install h5py==3.16.0 "
+        raise ImportError("reading .h5ad files needs h5py: pip install h5py==3.16.0 "
                           "(pinned in requirements.txt)") from exc
     return h5py
 
@@ -66,7 +67,7 @@ def _decode(values) -> np.ndarray:
 def read_h5ad_raw(data: bytes, source: str = "<bytes>") -> dict:
     """Parse the (verified) h5ad bytes: ``raw`` float64 [cells, genes] (log1p-normalised), ``n_counts``
     float64 [cells], ``labels`` int64 [cells], ``label_names``, ``gene_names``, ``cell_names``."""
-    h5py = _h5py()
+    h5py = require_h5py()
     try:
         with h5py.File(io.BytesIO(data), "r") as f:
             grp = f["raw.X"]

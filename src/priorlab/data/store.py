@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from priorlab.config import DatasetParams
+from priorlab.data.arrays import Encoding
 from priorlab.data.base import GroundTruthData, as_random_state
 from priorlab.data.registry import DatasetBuilder, dataset_builder
 from priorlab.errors import DataError
@@ -55,7 +56,8 @@ def write_dataset(out_dir: str | Path, params: DatasetParams, arrays: dict[str, 
     returns the manifest."""
     builder = dataset_builder(params)
     data = None if builder.ground_truth is None else builder.ground_truth(params)
-    _check_arrays(params.kind, builder.observation_kind, arrays, data, builder.num_classes)
+    observation, num_classes = builder.observation_of(params), builder.classes_of(params)
+    _check_arrays(params.kind, observation, arrays, data, num_classes)
     out_dir = Path(out_dir)
     write_npz(out_dir / ARRAY_FILE, **arrays)
     manifest: dict[str, Any] = {
@@ -63,14 +65,14 @@ def write_dataset(out_dir: str | Path, params: DatasetParams, arrays: dict[str, 
         "generator_version": builder.version,
         "params": {f.name: getattr(params, f.name) for f in dataclasses.fields(params)},
         "arrays": array_manifest(arrays),
-        "observation_kind": builder.observation_kind,
+        "observation_kind": observation,
         "observation_shape": list(arrays["x_train"].shape[1:]),
     }
     if data is not None:
         manifest["factor_names"], manifest["factor_sizes"] = list(data.factor_names), list(data.factor_sizes)
     if "labels_train" in arrays:
-        manifest["num_classes"] = builder.num_classes
-    if builder.observation_kind == "image":
+        manifest["num_classes"] = num_classes
+    if observation == "image":
         manifest["pixel_max"] = 1 if builder.pixel_max is None else builder.pixel_max(params)
     manifest["sha256"] = {ARRAY_FILE: sha256_file(out_dir / ARRAY_FILE)}
     write_json(out_dir / MANIFEST_FILE, manifest)
@@ -199,3 +201,28 @@ def load_dataset(data_dir: str | Path, normalise: str = "none") -> Dataset:
             f"run `dvc checkout {data_dir}` or `dvc repro -f data@{data_dir.name}`"
         )
     return Dataset(name=data_dir.name, arrays=read_npz(array_path), manifest=manifest, normalise=normalise)
+
+
+def user_dataset(x: np.ndarray, encoding: Encoding, *, labels: np.ndarray | None = None,
+                 factors: np.ndarray | None = None, validation: float = 0.0, seed: int = 0,
+                 name: str = "user") -> Dataset:
+    """A :class:`~priorlab.data.store.Dataset` of checked observations: a share ``validation`` of the
+    rows (drawn with ``seed``) held out as its ``test`` split, the rest its ``train`` split."""
+    if not 0.0 <= validation < 1.0:
+        raise DataError(f"validation must lie in [0, 1), got {validation}")
+    n = len(x)
+    n_val = int(round(n * validation))
+    if n - n_val < 1 or (validation > 0 and n_val < 1):
+        raise DataError(f"validation {validation} of {n} rows leaves an empty split")
+    perm = as_random_state(seed).permutation(n)
+    val, train = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+    arrays = {"x_train": x[train], "x_test": x[val]}
+    for key, values in (("labels", labels), ("factors", factors)):
+        if values is not None:
+            if len(values) != n:
+                raise DataError(f"{key}: {len(values)} rows for {n} observations")
+            arrays[f"{key}_train"], arrays[f"{key}_test"] = values[train], values[val]
+    manifest = encoding.manifest()
+    if labels is not None:
+        manifest["num_classes"] = int(labels.max(initial=-1)) + 1
+    return Dataset(name=name, arrays=arrays, manifest=manifest)
