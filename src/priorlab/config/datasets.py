@@ -161,3 +161,44 @@ class PBMCQuantileParams(PBMCParams):
 DATASET_PARAMS["movielens"] = MovieLensParams
 DATASET_PARAMS["pbmc"] = PBMCParams
 DATASET_PARAMS["pbmc_quantile"] = PBMCQuantileParams
+
+
+INPUTS = "inputs"
+"""The project folder of the users' own data files: a dependency of every ``data@`` stage in ``dvc.yaml``,
+so a changed file rebuilds its data set (the other data sets' stages rerun too, a few seconds each, and
+write the same outputs, so nothing after them reruns)."""
+
+
+@dataclass(frozen=True)
+class FileParams(DatasetParams):
+    """Kind ``file``: observations from a file of your own under ``inputs/`` (``.npz .npy .csv .parquet
+    .h5ad``, read by :mod:`priorlab.data.files`): ``n_train`` + ``n_test`` of its rows drawn with
+    ``seed`` (training rows first), as the kind ``observation`` declares: ``vector`` (stored float32),
+    ``counts`` (integers >= 0) or ``image`` (uint8 ``[C, H, W]`` or ``[H, W]``; ``pixel_max``: the value of
+    a white pixel, 255 or 1 for binary images).  ``key`` (.npz: the array), ``layer`` (.h5ad: a layer
+    instead of ``X``) and ``labels`` (a column, ``obs`` column or array of class labels, never trained
+    on by the unsupervised kinds) as the file needs them; ``""``: none."""
+
+    path: str = ""
+    observation: Literal["vector", "counts", "image"] = "vector"
+    key: str = "x"
+    layer: str = ""
+    labels: str = ""
+    pixel_max: int = 255
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        from pathlib import PurePosixPath
+
+        parts = PurePosixPath(self.path).parts
+        if len(parts) < 2 or parts[0] != INPUTS or ".." in parts:
+            raise ParamsError(f"{key}.path must name a file under {INPUTS}/ (e.g. {INPUTS}/cells.h5ad: the "
+                              f"data stages depend on that folder), got {self.path!r}")
+        suffixes = (".npz", ".npy", ".csv", ".parquet", ".h5ad")
+        if PurePosixPath(self.path).suffix.lower() not in suffixes:
+            raise ParamsError(f"{key}.path: priorlab reads {', '.join(suffixes)} files, got {self.path!r}")
+        _one_of(f"{key}.observation", self.observation, ("vector", "counts", "image"))
+        _one_of(f"{key}.pixel_max", self.pixel_max, (1, 255))
+
+
+DATASET_PARAMS["file"] = FileParams

@@ -27,10 +27,11 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from priorlab.config import (DATASET_PARAMS, BarsParams, DatasetParams, DSpritesParams, ImagePatchesParams,
+from priorlab.config import (DATASET_PARAMS, BarsParams, DatasetParams, DSpritesParams, FileParams, ImagePatchesParams,
                              MNISTParams, MovieLensParams, PBMCParams, PBMCQuantileParams, SmileyParams,
                              SparseSyntheticParams)
 from priorlab.config.checks import builder_for
+from priorlab.data.arrays import observation_kind
 from priorlab.data.base import GroundTruthData
 from priorlab.errors import DataError
 
@@ -44,18 +45,30 @@ class DatasetBuilder:
 
     build: Callable[[DatasetParams, np.random.RandomState], dict[str, np.ndarray]]
     """``(params, rs) -> arrays`` of all ``n_train + n_test`` rows, training rows first."""
-    observation_kind: ObservationKind
+    observation_kind: ObservationKind | Callable[[DatasetParams], ObservationKind]
+    """The kind's observations, or a function of the params giving them (a file declares its own)."""
     version: str
     """Generator version, recorded in the manifest: bump it when the built arrays change."""
     ground_truth: Callable[[DatasetParams], GroundTruthData] | None = None
     """The factors → observations renderer (kinds with ``factors``); None: no ground truth."""
-    num_classes: int | None = None
-    """Number of classes of the ``labels`` (kinds with class labels)."""
+    num_classes: int | Callable[[DatasetParams], int | None] | None = None
+    """Number of classes of the ``labels`` (kinds with class labels), or a function of the params."""
     pixel_max: Callable[[DatasetParams], int] | None = None
     """uint8 images: the stored value of a white pixel (None: 1, binary images)."""
 
+    def observation_of(self, params: DatasetParams) -> ObservationKind:
+        """The observation kind of the data set of ``params``."""
+        kind = self.observation_kind(params) if callable(self.observation_kind) else self.observation_kind
+        if kind not in OBSERVATION_KINDS:
+            raise ValueError(f"observation_kind: unknown value {kind!r}; allowed: {', '.join(OBSERVATION_KINDS)}")
+        return kind
+
+    def classes_of(self, params: DatasetParams) -> int | None:
+        """The number of label classes of the data set of ``params`` (None: no labels)."""
+        return self.num_classes(params) if callable(self.num_classes) else self.num_classes
+
     def __post_init__(self) -> None:
-        if self.observation_kind not in OBSERVATION_KINDS:
+        if not callable(self.observation_kind) and self.observation_kind not in OBSERVATION_KINDS:
             raise ValueError(f"observation_kind: unknown value {self.observation_kind!r}; "
                              f"allowed: {', '.join(OBSERVATION_KINDS)}")
 
@@ -215,6 +228,47 @@ DATASET_BUILDERS[MovieLensParams] = DatasetBuilder(build_movielens, observation_
 DATASET_BUILDERS[PBMCParams] = DatasetBuilder(build_pbmc, observation_kind="counts", version="1", num_classes=10)
 DATASET_BUILDERS[PBMCQuantileParams] = DatasetBuilder(lambda p, rs: build_pbmc(p, rs, quantile=True),
                                                    observation_kind="vector", version="1", num_classes=10)
+
+
+def read_file_rows(params: FileParams):
+    """The file of a ``file`` data set, read (:func:`priorlab.data.files.read_observations`)."""
+    from priorlab.data.files import read_observations
+
+    return read_observations(params.path, key=params.key, layer=params.layer or None, labels=params.labels or None)
+
+
+def build_file(params: FileParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
+    """``n_train + n_test`` seeded rows of the user's file, stored as its declared ``observation``."""
+    data = read_file_rows(params)
+    x, found = data.x, observation_kind(data.x)
+    if params.observation == "vector":
+        if found == "image":
+            raise DataError(f"{params.path}: rows of shape {list(x.shape[1:])} are images; declare observation: image")
+        x = x.astype(np.float32)
+    elif params.observation == "counts" and found != "counts":
+        raise DataError(f"{params.path}: observation: counts needs integer [N, G] rows, got {x.dtype} "
+                        f"{list(x.shape[1:])}")
+    elif params.observation == "image":
+        if found != "image" or not np.issubdtype(x.dtype, np.integer) or x.min() < 0 or x.max() > params.pixel_max:
+            raise DataError(f"{params.path}: observation: image needs integer pixels in [0, {params.pixel_max}] "
+                            f"of shape [N, C, H, W] or [N, H, W], got {x.dtype} {list(x.shape)}")
+        x = x.astype(np.uint8)
+    rows = _take_rows(params.path, len(x), params, rs)
+    out = {"x": x[rows]}
+    if data.labels is not None:
+        out["labels"] = data.labels[rows]
+    return out
+
+
+def _file_classes(params: FileParams) -> int | None:
+    if not params.labels:
+        return None
+    data = read_file_rows(params)
+    return len(data.class_names) if data.class_names is not None else int(data.labels.max(initial=-1)) + 1
+
+
+DATASET_BUILDERS[FileParams] = DatasetBuilder(build_file, observation_kind=lambda p: p.observation, version="1",
+                                              num_classes=_file_classes, pixel_max=lambda p: p.pixel_max)
 
 
 def dataset_builder(params: DatasetParams) -> DatasetBuilder:
