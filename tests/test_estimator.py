@@ -172,6 +172,16 @@ def test_bad_input_is_named():
         priorlab.model("vae", **SMALL).latent(x)
     with pytest.raises(DataError, match="y: 3 values for 240 observations"):
         priorlab.model("vae", **SMALL).fit(x, y=[0, 1, 1], **FIT)
+    with pytest.raises(DataError, match=r"values in \[-.*\], outside \[0, 1\], for the Bernoulli likelihood"):
+        priorlab.model("vae", likelihood="bernoulli", **SMALL).fit(x, **FIT)
+    with pytest.raises(DataError, match="multinomial likelihood needs counts.*non-integer"):
+        priorlab.model("vae", likelihood="multinomial", **SMALL).fit(np.abs(x), **FIT)
+    with pytest.raises(DataError, match="multinomial likelihood needs counts.*negative"):
+        priorlab.model("vae", likelihood="multinomial", **SMALL).fit(np.round(x), **FIT)
+    with pytest.raises(DataError, match="no observations"):
+        priorlab.model("vae", **SMALL).fit(x[:0], **FIT)
+    with pytest.raises(DataError, match=r"got an array of shape \[240\]"):
+        priorlab.model("vae", **SMALL).fit(x[:, 0], **FIT)
     with pytest.raises(DataError, match="shape"):
         priorlab.model("vae", **SMALL).fit(x[:, :, None, None, None], **FIT)
 
@@ -203,3 +213,43 @@ def test_metrics_on_arrays_are_public():
     factors = rs.randint(0, 4, size=(300, 2))
     codes = factors + 0.1 * rs.randn(300, 2)
     assert priorlab.metrics.mig(codes, factors) > 0.5
+
+
+def readme_section(title: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index(f"## {title}\n")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_the_readme_example_runs(tmp_path, monkeypatch):
+    """issue 46: the README's "On your own data" section (at most 25 lines) runs as written, on small data."""
+    section = readme_section("On your own data")
+    assert len(section.strip().splitlines()) <= 26  # the title and 25 lines
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    x = gaussian_data(n=300, g=16, k=4)
+    namespace = {"X": x[:250], "X_new": x[250:]}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["codes"].shape == (250, 8) and namespace["gamma"].shape == (250, 8)
+    assert (tmp_path / "vsc.pt").is_file() and namespace["model"].validation is not None
+
+
+def test_the_console_script_is_installed():
+    """`pip install .` declares and installs the `priorlab` command (pyproject's [project.scripts])."""
+    import importlib.metadata as md
+    import shutil
+    from pathlib import Path
+
+    try:
+        dist = md.distribution("priorlab")
+    except md.PackageNotFoundError:
+        pytest.skip("priorlab is not installed as a package here (pip install .)")
+    assert [ep.value for ep in dist.entry_points if ep.group == "console_scripts" and ep.name == "priorlab"] == [
+        "priorlab.console:main"]
+    script = Path(sys.executable).parent / "priorlab"
+    command = str(script) if script.exists() else shutil.which("priorlab")
+    assert command, "the priorlab command is declared but not installed"
+    done = subprocess.run([command, "fit", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "--model" in done.stdout and "--out" in done.stdout

@@ -89,3 +89,76 @@ def test_every_data_stage_depends_on_the_inputs_folder():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert "inputs" in stages["data"]["do"]["deps"]
     assert (ROOT / "inputs").is_dir()  # DVC needs the dependency to exist in every clone
+
+
+@pytest.mark.parametrize("kind", ["vae", "fmvae"])
+def test_the_api_fits_the_weights_of_the_pipelines_train_stage(project, kind):
+    """One code path: ``priorlab.model(kind).fit`` on the training rows of a data set gives, bit for bit,
+    the weights the stages data@ -> pretrain@ -> prior_init@ -> train@ write for the same settings and seed."""
+    import torch
+
+    import priorlab
+    from priorlab import pipeline
+    from priorlab.io import load_torch
+
+    raw = raw_params()
+    raw["models"]["vae"] = {"kind": kind}
+    params = parse_params(raw)
+    pipeline.run_data(params, "mine")
+    pipeline.run_pretrain(params, "mine")
+    pipeline.run_prior_init(params, "mine")
+    pipeline.run_train(params, "mine-vae-0")
+    stage = load_torch(paths.train_dir("mine-vae-0", "custom") / "model.pt")["state_dict"]
+
+    x = load_dataset(project / "data" / "mine").arrays["x_train"]
+    api = priorlab.model(kind, latent_dim=2, hidden=[8, 8], likelihood="multinomial").fit(
+        x, steps=6, pretrain_steps=6, batch_size=10, lr=0.001, seed=0, validation=0.0, device="cpu", progress=False)
+    got = api.module.state_dict()
+    assert list(got) == list(stage)
+    for name, value in stage.items():
+        assert same(got[name], value), name
+
+
+def same(a, b) -> bool:
+    """Equal tensors, bit for bit; or equal containers of them (a module's extra state)."""
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_factors_in_a_file_are_scored_on_its_test_rows(project):
+    """A .npz with ground-truth factors: MIG and DCI score a run on the held-out rows of the table; a
+    metric that needs factor combinations the table lacks says so."""
+    from priorlab import pipeline
+    from priorlab.data.store import ground_truth
+
+    rs = np.random.RandomState(0)
+    factors = rs.randint(0, 3, size=(90, 2))
+    x = np.concatenate([np.eye(3)[factors[:, 0]], np.eye(3)[factors[:, 1]]], axis=1) * 5
+    np.savez(project / "inputs" / "toy.npz", x=rs.poisson(x + 0.5), f=factors)
+    raw = raw_params(path="inputs/toy.npz", labels="", factors="f")
+    raw["evaluate"] = {"iw_samples": 3, "metrics": ["mig", "dci"], "metric_num_train": 40, "metric_num_test": 20}
+    params = parse_params(raw)
+    pipeline.run_data(params, "mine")
+    assert load_dataset(project / "data" / "mine").has_factors
+    table = ground_truth(params.datasets["mine"])
+    assert table.factor_names == ("factor0", "factor1") and table.observation_shape == (6,)
+    got_f, got_x = table.sample(5, 0)
+    rows = table.sample_observations_from_factors(got_f, 1)  # a row of the table with each factor vector
+    for f, row in zip(got_f, rows):
+        assert any(np.array_equal(row, x) for x in table.observations[(table.factors == f).all(axis=1)])
+    for name in ("pretrain", "prior_init"):
+        getattr(pipeline, f"run_{name}")(params, "mine")
+    pipeline.run_train(params, "mine-vae-0")
+    scores = pipeline.run_evaluate(params, "mine-vae-0")["disentanglement"]
+    assert 0 <= scores["mig"] <= 1 and 0 <= scores["dci"]["disentanglement"] <= 1, scores
+    with pytest.raises(DataError, match="no row has the factors \\[9, 9\\]"):
+        table.sample_observations_from_factors(np.array([[9, 9]]), 0)
+    with pytest.raises(ParamsError, match="factors are read from .npz files"):
+        parse_params(raw_params(factors="f"))

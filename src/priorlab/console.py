@@ -41,7 +41,8 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="priorlab", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="priorlab", description="Fit one model to a data file, or score a "
+                                                                  "fitted one, without a pipeline.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, helptext in (("fit", "fit a model to a data file"), ("score", "score a fitted model on a data file")):
         p = sub.add_parser(name, help=helptext)

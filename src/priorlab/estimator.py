@@ -32,7 +32,7 @@ import torch
 import priorlab
 from priorlab.config import MODEL_PARAMS, ModelParams, OptimParams, ParamsError, SetupParams, VAEParams, VSCParams
 from priorlab.config import parse_entry
-from priorlab.data.arrays import Encoding, class_codes, observations
+from priorlab.data.arrays import Encoding, check_support, class_codes, observations
 from priorlab.data.store import Dataset, prepare_observations, user_dataset
 from priorlab.errors import UserError
 from priorlab.evaluation import representation_function
@@ -122,6 +122,7 @@ class Estimator:
         if "likelihood" not in setup_raw:
             setup_raw = {**default_likelihood(x, encoding), **setup_raw}
         setup = parse_entry(SetupParams, {"dataset": "user", **setup_raw}, self.kind)
+        check_support(x, encoding, setup.likelihood)
         opt = parse_entry(OptimParams, {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, **optim},
                           "fit")
         if pretrain_steps < 0:

@@ -176,14 +176,16 @@ class FileParams(DatasetParams):
     ``seed`` (training rows first), as the kind ``observation`` declares: ``vector`` (stored float32),
     ``counts`` (integers >= 0) or ``image`` (uint8 ``[C, H, W]`` or ``[H, W]``; ``pixel_max``: the value of
     a white pixel, 255 or 1 for binary images).  ``key`` (.npz: the array), ``layer`` (.h5ad: a layer
-    instead of ``X``) and ``labels`` (a column, ``obs`` column or array of class labels, never trained
-    on by the unsupervised kinds) as the file needs them; ``""``: none."""
+    instead of ``X``), ``labels`` (a column, ``obs`` column or array of class labels, never trained
+    on by the unsupervised kinds) and ``factors`` (.npz: an integer array [N, K] of ground-truth factors,
+    scored by MIG, DCI, SAP and modularity on the test rows) as the file needs them; ``""``: none."""
 
     path: str = ""
     observation: Literal["vector", "counts", "image"] = "vector"
     key: str = "x"
     layer: str = ""
     labels: str = ""
+    factors: str = ""
     pixel_max: int = 255
 
     def check(self, key: str) -> None:
@@ -199,6 +201,8 @@ class FileParams(DatasetParams):
             raise ParamsError(f"{key}.path: priorlab reads {', '.join(suffixes)} files, got {self.path!r}")
         _one_of(f"{key}.observation", self.observation, ("vector", "counts", "image"))
         _one_of(f"{key}.pixel_max", self.pixel_max, (1, 255))
+        if self.factors and PurePosixPath(self.path).suffix.lower() != ".npz":
+            raise ParamsError(f"{key}.factors: ground-truth factors are read from .npz files, not {self.path!r}")
 
 
 DATASET_PARAMS["file"] = FileParams

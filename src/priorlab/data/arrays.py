@@ -113,6 +113,20 @@ class Encoding:
         return out
 
 
+def check_support(x: np.ndarray, encoding: Encoding, likelihood: str, what: str = "X") -> None:
+    """Fail when the observations lie outside the support of ``likelihood``: the Bernoulli's [0, 1] (after
+    the pixel divisor), the multinomial's counts (integers >= 0)."""
+    if likelihood == "bernoulli":
+        lo, hi = float(x.min()) / encoding.pixel_max, float(x.max()) / encoding.pixel_max
+        if lo < 0 or hi > 1:
+            raise DataError(f"{what}: values in [{lo:g}, {hi:g}], outside [0, 1], for the Bernoulli likelihood; "
+                            "rescale them to [0, 1] or choose likelihood='gaussian'")
+    elif likelihood == "multinomial":
+        if x.min() < 0 or (np.issubdtype(x.dtype, np.floating) and not np.array_equal(x, np.round(x))):
+            raise DataError(f"{what}: the multinomial likelihood needs counts (integers >= 0); these hold "
+                            f"{'negative' if x.min() < 0 else 'non-integer'} values; choose likelihood='gaussian'")
+
+
 def class_codes(labels, n: int, what: str = "labels") -> tuple[np.ndarray, list[str] | None]:
     """Integer class codes ``[n]`` of ``labels`` (integers as given; other values numbered in sorted
     order, their names returned)."""

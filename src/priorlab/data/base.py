@@ -85,3 +85,50 @@ class GroundTruthData(abc.ABC):
 
     def sample_observations(self, num: int, random_state) -> np.ndarray:
         return self.sample(num, random_state)[1]
+
+
+class TableGroundTruth(GroundTruthData):
+    """Ground truth given as a table of rows (observations with their integer factors), not as a
+    renderer: a user's file (the ``file`` data-set kind).  :meth:`sample` draws rows (what MIG, DCI, SAP
+    and modularity use); :meth:`sample_observations_from_factors` finds a row with each requested factor
+    vector, which the beta-VAE and FactorVAE scores ask for in combinations a table may lack: then a
+    :class:`~priorlab.errors.DataError` says so.  Observations come back as stored (the data set's
+    ``prepare`` turns them into model input)."""
+
+    def __init__(self, factors: np.ndarray, observations: np.ndarray, source: str = "table"):
+        factors = np.asarray(factors)
+        if factors.ndim != 2 or len(factors) != len(observations) or not np.issubdtype(factors.dtype, np.integer) \
+                or factors.min(initial=0) < 0:
+            raise ValueError(f"{source}: factors must be integers >= 0 of shape [{len(observations)}, K]")
+        self.factors, self.observations, self.source = factors.astype(np.int64), observations, source
+        self.factor_names = tuple(f"factor{i}" for i in range(factors.shape[1]))
+        self._rows: dict[bytes, np.ndarray] = {}
+        for value in np.unique(self.factors, axis=0):
+            self._rows[value.tobytes()] = np.flatnonzero((self.factors == value).all(axis=1))
+
+    @property
+    def factor_sizes(self) -> tuple[int, ...]:
+        return tuple(int(v) + 1 for v in self.factors.max(axis=0))
+
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        return tuple(self.observations.shape[1:])
+
+    def sample(self, num: int, random_state) -> tuple[np.ndarray, np.ndarray]:
+        """``num`` rows drawn with replacement: their factors and observations."""
+        idx = as_random_state(random_state).randint(0, len(self.factors), size=num)
+        return self.factors[idx], self.observations[idx]
+
+    def sample_observations_from_factors(self, factors: np.ndarray, random_state) -> np.ndarray:
+        from priorlab.errors import DataError
+
+        rs = as_random_state(random_state)
+        out = []
+        for value in np.asarray(factors, dtype=np.int64):
+            rows = self._rows.get(value.tobytes())
+            if rows is None:
+                raise DataError(f"{self.source}: no row has the factors {value.tolist()}; a metric that renders "
+                                "arbitrary factor combinations (beta_vae, factor_vae) needs a complete grid; "
+                                "score this data set with mig, dci, sap or modularity")
+            out.append(rows[rs.randint(len(rows))])
+        return self.observations[np.array(out, dtype=np.int64)]

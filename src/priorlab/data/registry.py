@@ -234,7 +234,8 @@ def read_file_rows(params: FileParams):
     """The file of a ``file`` data set, read (:func:`priorlab.data.files.read_observations`)."""
     from priorlab.data.files import read_observations
 
-    return read_observations(params.path, key=params.key, layer=params.layer or None, labels=params.labels or None)
+    return read_observations(params.path, key=params.key, layer=params.layer or None, labels=params.labels or None,
+                             factors=params.factors or None)
 
 
 def build_file(params: FileParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
@@ -257,7 +258,20 @@ def build_file(params: FileParams, rs: np.random.RandomState) -> dict[str, np.nd
     out = {"x": x[rows]}
     if data.labels is not None:
         out["labels"] = data.labels[rows]
+    if data.factors is not None:
+        out["factors"] = data.factors[rows]
     return out
+
+
+def _file_ground_truth(params: FileParams) -> GroundTruthData | None:
+    """The test rows of a file with ``factors``, as a table (None without factors)."""
+    from priorlab.data.base import TableGroundTruth
+
+    if not params.factors:
+        return None
+    arrays = build_file(params, np.random.RandomState(params.seed))  # the data stage's draw (seeded)
+    test = slice(params.n_train, None)
+    return TableGroundTruth(arrays["factors"][test], arrays["x"][test], f"{params.path} (test rows)")
 
 
 def _file_classes(params: FileParams) -> int | None:
@@ -268,7 +282,8 @@ def _file_classes(params: FileParams) -> int | None:
 
 
 DATASET_BUILDERS[FileParams] = DatasetBuilder(build_file, observation_kind=lambda p: p.observation, version="1",
-                                              num_classes=_file_classes, pixel_max=lambda p: p.pixel_max)
+                                              ground_truth=_file_ground_truth, num_classes=_file_classes,
+                                              pixel_max=lambda p: p.pixel_max)
 
 
 def dataset_builder(params: DatasetParams) -> DatasetBuilder:
