@@ -31,7 +31,7 @@ JOBS ?= 2
 GPUS ?=
 repro: venv $(DATASETS_OK)   ## the whole DVC pipeline on the profile in params.yaml (default: cpu), JOBS stages side by side [GPUS=0,1,..: one per worker]
 	$(BIN)/python -m priorlab.config check --once
-	$(BIN)/python -m priorlab.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
+	$(BIN)/python -m stagerun.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
 
 DEMO ?= .demo
 DEMO_TARGETS ?=
@@ -40,24 +40,24 @@ demo: venv $(DATASETS_OK)  ## a first look: the tiny profile in a throw-away git
 	git worktree add --detach --quiet $(DEMO) HEAD
 	ln -s $(abspath .datasets) $(DEMO)/.datasets
 	cd $(DEMO) && PYTHONPATH=$(abspath $(DEMO))/src $(abspath $(BIN))/python -m priorlab.config use tiny
-	cd $(DEMO) && PYTHONPATH=$(abspath $(DEMO))/src $(abspath $(BIN))/python -m priorlab.repro -j $(JOBS) $(DEMO_TARGETS)
+	cd $(DEMO) && PYTHONPATH=$(abspath $(DEMO))/src $(abspath $(BIN))/python -m stagerun.repro -j $(JOBS) $(DEMO_TARGETS)
 	@echo "demo: the tiny profile's results are in $(DEMO)/reports/ (README.md); remove them with: git worktree remove --force $(DEMO)"
 
 SHARD ?=
 shard: venv datasets   ## make shard SHARD=i/n [JOBS=..] [GPUS=..]: this machine's share of the runs, pushed to the default DVC remote
 	$(BIN)/python -m priorlab.config check
-	$(BIN)/python -m priorlab.shard run --shard "$(SHARD)" --push -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
+	$(BIN)/python -m stagerun.shard run --shard "$(SHARD)" --push -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
 
 collect: venv datasets ## after the shards: restore every pushed run from the remote, run what is left and the report
 	$(BIN)/python -m priorlab.config check
-	$(BIN)/python -m priorlab.shard collect -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
+	$(BIN)/python -m stagerun.shard collect -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
 
 SHARDS ?=
 GPUS_PER_TASK ?= 0
 SBATCH ?=
 slurm: venv datasets   ## make slurm SHARDS=n [GPUS_PER_TASK=..] [SBATCH='--partition=.. --time=..']: the shards of HEAD as a Slurm array, then collect
 	$(BIN)/python -m priorlab.config check
-	$(BIN)/python -m priorlab.slurm submit --shards "$(SHARDS)" -j $(JOBS) --gpus-per-task $(GPUS_PER_TASK) $(if $(SBATCH),--sbatch-arg="$(SBATCH)")
+	$(BIN)/python -m stagerun.slurm submit --shards "$(SHARDS)" -j $(JOBS) --gpus-per-task $(GPUS_PER_TASK) $(if $(SBATCH),--sbatch-arg="$(SBATCH)")
 
 TEST_WORKERS ?= 2
 test: venv datasets browser cluster-tools  ## the whole test suite, slow checks included, on TEST_WORKERS processes (0: one)

@@ -12,7 +12,7 @@ the ``pipeline`` entry of ``reports/bench.json``:
   (the runner's own DVC work and the waits on the critical path, together);
 * the peak RSS of the largest stage.
 
-``--from-timings FILE`` summarises a ``python -m priorlab.repro --timings FILE`` record of a run
+``--from-timings FILE`` summarises a ``python -m stagerun.repro --timings FILE`` record of a run
 made elsewhere (e.g. the committed run, made in place) instead of running the pipeline;
 ``--noop-only`` re-measures just the no-op passes of this (up-to-date) workspace into the record.
 """
@@ -34,7 +34,7 @@ from benchmarks.project_copy import copy_project, pipeline_env
 
 def startup_s(cwd: Path, repeats: int = 5, preload: bool = True) -> float:
     """Median wall from launch to exit of a stage script that only imports what every torch stage script
-    imports: forked from the preloaded process, as the runner launches stages (:mod:`priorlab.prefork`),
+    imports: forked from the preloaded process, as the runner launches stages (:mod:`stagerun.prefork`),
     or (``preload=False``) in a new interpreter, as ``dvc repro`` and ``--no-preload`` do."""
     walls = []
     if not preload:
@@ -44,7 +44,7 @@ def startup_s(cwd: Path, repeats: int = 5, preload: bool = True) -> float:
                            env=pipeline_env(cwd), check=True, capture_output=True)
             walls.append(time.perf_counter() - t0)
         return statistics.median(walls)
-    from priorlab import prefork
+    from stagerun import prefork
 
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "imports_only.py"
@@ -69,7 +69,7 @@ def noop_s(cwd: Path, repeats: int = 3) -> dict:
     runs: dict[str, list[float]] = {"dvc_repro": [], "runner": []}
     for _ in range(repeats):
         for name, cmd in (("dvc_repro", [sys.executable, "-m", "dvc", "repro"]),
-                          ("runner", [sys.executable, "-m", "priorlab.repro", "-j", "2"])):
+                          ("runner", [sys.executable, "-m", "stagerun.repro", "-j", "2"])):
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, cwd=cwd, env=pipeline_env(cwd), capture_output=True, text=True, check=True)
             runs[name].append(round(time.perf_counter() - t0, 2))
@@ -140,7 +140,7 @@ def run_in_copy(root: Path, profile: str, jobs: int) -> dict:
         subprocess.run([sys.executable, "-m", "priorlab.config", "use", profile], cwd=project, env=env, check=True,
                        capture_output=True)
         record = project / "timings.json"
-        subprocess.run([sys.executable, "-m", "priorlab.repro", "-j", str(jobs), "--timings", str(record)],
+        subprocess.run([sys.executable, "-m", "stagerun.repro", "-j", str(jobs), "--timings", str(record)],
                        cwd=project, env=env, check=True)
         return summarise(json.loads(record.read_text()), startup_s(project), noop_s(project),
                          startup_s(project, preload=False))

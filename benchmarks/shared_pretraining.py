@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if yaml.safe_load(params_path.read_text()) != grown:
         params_path.write_text(yaml.safe_dump(grown, sort_keys=False, allow_unicode=True))
     print(f"{len(moved)} run(s) on their own pretraining replicate: " + ", ".join(sorted(moved.values())))
-    subprocess.run([sys.executable, "-m", "priorlab.repro", "-j", str(ns.jobs), STUDY], cwd=project,
+    subprocess.run([sys.executable, "-m", "stagerun.repro", "-j", str(ns.jobs), STUDY], cwd=project,
                    env=pipeline_env(project), check=True)
     shared = json.loads(_git(project, "show", f"HEAD:reports/{STUDY}/summary.json"))
     independent = json.loads((project / "reports" / STUDY / "summary.json").read_text())

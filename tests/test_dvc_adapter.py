@@ -1,4 +1,4 @@
-"""One adapter for DVC's internals (issue 25, item 3): only ``priorlab.dvc_adapter`` imports DVC,
+"""One adapter for DVC's internals (issue 25, item 3): only ``stagerun.dvc_adapter`` imports DVC,
 and its run-cache restore — the one the parallel runner and the shards share — restores a stage
 whose inputs match a cached run and reports a miss with the stage's outputs removed."""
 
@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "priorlab"
-ADAPTER = PACKAGE / "dvc_adapter.py"
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "priorlab"
+ADAPTER = SRC / "stagerun" / "dvc_adapter.py"
 
 
 def dvc_imports(path: Path) -> list[str]:
@@ -33,9 +34,9 @@ def dvc_imports(path: Path) -> list[str]:
 
 
 def test_only_the_adapter_imports_dvc():
-    offenders = {str(p.relative_to(PACKAGE)): dvc_imports(p) for p in sorted(PACKAGE.rglob("*.py")) if p != ADAPTER}
+    offenders = {str(p.relative_to(SRC)): dvc_imports(p) for p in sorted(SRC.rglob("*.py")) if p != ADAPTER}
     offenders = {p: found for p, found in offenders.items() if found}
-    assert not offenders, f"import DVC through priorlab.dvc_adapter only: {offenders}"
+    assert not offenders, f"import DVC through stagerun.dvc_adapter only: {offenders}"
     assert dvc_imports(ADAPTER)  # the walker sees function-level imports
     assert not dvc_imports(PACKAGE / "train" / "trainer.py")  # dvclive is not dvc
 
@@ -46,7 +47,7 @@ def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_restore_from_the_run_cache_says_whether_it_restored(tmp_path, monkeypatch):
-    from priorlab import dvc_adapter
+    from stagerun import dvc_adapter
 
     if shutil.which("git") is None:
         pytest.skip("git is required by DVC")

@@ -122,13 +122,27 @@ def test_joint_training_param_reruns_only_downstream(project):
     # the parallel runner (what `make repro` runs) on one run's chain: its training reruns, its evaluation
     # follows (its input changed), nothing upstream does; the other runs' retraining is the same code
     run = "smiley-beta_vae-0"
-    proc = sh(project, sys.executable, "-m", "priorlab.repro", "-j", "2", f"evaluate@{run}")
+    proc = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2", f"evaluate@{run}")
     ran = set(re.findall(r"running (\S+):", proc.stdout))
     assert ran == {f"train@{run}", f"evaluate@{run}"}, ran
     diff = dvc(project, "metrics", "diff", "HEAD").stdout
     assert f"{run}.json" in diff and "elbo" in diff and "log_lik" in diff, diff
     sh(project, "git", "checkout", "-q", "--", ".")  # back to the committed params, lock and metrics
     dvc(project, "checkout", "-q")
+    assert "up to date" in dvc(project, "status").stdout
+
+
+def test_a_runner_only_edit_leaves_every_stage_up_to_date(project):
+    """issue 44: the machinery (``src/stagerun``) is no stage's dependency, so editing it stales nothing; an
+    edit of the science package (``src/priorlab``) stales the stages, as it should."""
+    for path, stale in ((project / "src" / "stagerun" / "repro.py", False), (project / "src" / "priorlab" / "io.py", True)):
+        original = path.read_text()
+        path.write_text(original + "\n# an edit\n")
+        try:
+            out = dvc(project, "status").stdout
+        finally:
+            path.write_text(original)
+        assert ("up to date" not in out) == stale, out[:500]
     assert "up to date" in dvc(project, "status").stdout
 
 
@@ -178,7 +192,7 @@ def test_fmvae_prior_params_rerun_only_prior_init_and_after(project):
     in_process = {"isa_experiments", "mssc_experiments", "sparse_vae_experiments", "sparse_vae_real"}
     prior_inits = {f"prior_init@{s}" for s in params["setups"]}
     assert set(status) - in_process == prior_inits | {f"train@{run}"}, status
-    proc = sh(project, sys.executable, "-m", "priorlab.repro", "-j", "2")
+    proc = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2")
     ran = set(re.findall(r"running (\S+):", proc.stdout))
     assert prior_inits <= ran and {s for s in ran if s.startswith("train@")} == {f"train@{run}"}, ran
     assert not any(s.startswith(("data@", "pretrain@")) for s in ran), ran
@@ -229,7 +243,7 @@ def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_p
     DVC, runs in a bare copy whose every Python process (the runner and each stage) fails to import
     dvc / dvclive; the study comes out with the numbers of the DVC run."""
     plan = tmp_path / "plan.json"
-    sh(project, sys.executable, "-m", "priorlab.plan", "export", "isa_experiments", "--out", str(plan))
+    sh(project, sys.executable, "-m", "stagerun.plan", "export", "isa_experiments", "--out", str(plan))
     stages = [s["name"] for s in json.loads(plan.read_text())["stages"]]
     assert stages[0] == "data@dsprites" and stages[-1] == "isa_experiments", stages
     assert {"isa_fit@isa_vae-0", "isa_fit@isa_beta_vae-0"} <= set(stages) and len(stages) == 4, stages
@@ -242,7 +256,7 @@ def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_p
     assert sh(bare, sys.executable, "-c", "import dvc", check=False, env=env).returncode != 0
     (bare / "reports" / "isa_experiments").mkdir(parents=True, exist_ok=True)
     (bare / "reports" / "isa_experiments" / "stale.png").write_text("an earlier run's figure")
-    proc = sh(bare, sys.executable, "-m", "priorlab.plan", "run", str(plan), "-j", "2", "--record",
+    proc = sh(bare, sys.executable, "-m", "stagerun.plan", "run", str(plan), "-j", "2", "--record",
               str(tmp_path / "record.json"), env=env)
     assert "4 stage(s) ran, 0 failed" in proc.stdout, proc.stdout
     out, ref = bare / "reports" / "isa_experiments", project / "reports" / "isa_experiments"
@@ -250,20 +264,20 @@ def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_p
     assert not (out / "stale.png").exists()  # outputs go before a stage runs, as with dvc repro
     assert (out / "results.csv").read_text() == (ref / "results.csv").read_text()
     assert json.loads((out / "summary.json").read_text()) == json.loads((ref / "summary.json").read_text())
-    bad = sh(bare, sys.executable, "-m", "priorlab.plan", "run", str(tmp_path / "none.json"), check=False, env=env)
+    bad = sh(bare, sys.executable, "-m", "stagerun.plan", "run", str(tmp_path / "none.json"), check=False, env=env)
     assert bad.returncode == 2 and bad.stderr.startswith("error: no plan file"), bad.stderr
 
 
 @covered_by_the_cluster_test()  # the shards' runners (-j 1, -j 2) and the collector's match the serial run there
 def test_parallel_runner_matches_serial_dvc_repro(tiny_serial, tmp_path):
-    """`python -m priorlab.repro -j 2` (what `make repro` runs) on a fresh copy gives byte for byte the
+    """`python -m stagerun.repro -j 2` (what `make repro` runs) on a fresh copy gives byte for byte the
     outputs of the serial `dvc repro` of the fixture, leaves a dvc.lock DVC finds up to date, and a
     second call runs nothing."""
     par = copy_project(ROOT, tmp_path)
     sh(par, sys.executable, "-m", "priorlab.config", "use", "tiny")
-    sh(par, sys.executable, "-m", "priorlab.repro", "-j", "2")
+    sh(par, sys.executable, "-m", "stagerun.repro", "-j", "2")
     assert "up to date" in dvc(par, "status").stdout
-    again = sh(par, sys.executable, "-m", "priorlab.repro", "-j", "2")
+    again = sh(par, sys.executable, "-m", "stagerun.repro", "-j", "2")
     assert "0 stage(s) ran" in again.stdout, again.stdout
     # the outputs kept in git (cache: false) hash the same too: byte-identical, no wall-clock fields
     assert lock_outs(par) == tiny_serial.outs

@@ -1,4 +1,4 @@
-"""priorlab.plan's runner on hand-written plans (no DVC): order, output removal, failure, bad files.
+"""stagerun.plan's runner on hand-written plans (no DVC): order, output removal, failure, bad files.
 The export from dvc.yaml and a whole target without DVC: tests/test_pipeline_e2e.py."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from priorlab.errors import UserError
-from priorlab.plan import PLAN_VERSION, load_plan, main, run
+from stagerun.plan import PLAN_VERSION, load_plan, main, run
 
 PY = sys.executable
 

@@ -1,4 +1,4 @@
-"""The preloaded stage process (priorlab.prefork): a forked stage behaves as `python script ARGS`."""
+"""The preloaded stage process (stagerun.prefork): a forked stage behaves as `python script ARGS`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from priorlab import prefork
+from stagerun import prefork
 
 PROBE = """\
 import json, os, sys
@@ -41,7 +41,7 @@ def test_script_command_forks_only_plain_python_script_commands():
     assert prefork.script_command("python stages/train.py --run a-vae-0", env) == ["stages/train.py", "--run", "a-vae-0"]
     assert prefork.script_command(f"{sys.executable} long.py", env) == ["long.py"]
     for cmd in ("python stages/a.py && echo x", "python stages/a.py > log", "python stages/a.py $X",
-                "python 'stages/a b.py'", "python -m priorlab.repro", "sh stages/a.py", "python", "echo a.py",
+                "python 'stages/a b.py'", "python -m stagerun.repro", "sh stages/a.py", "python", "echo a.py",
                 'python "unclosed'):
         assert prefork.script_command(cmd, env) is None, cmd
     other = {"PATH": "/nonexistent"}  # `python` is not this interpreter (or not found): a shell runs it

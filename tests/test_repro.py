@@ -1,4 +1,4 @@
-"""The parallel runner (`python -m priorlab.repro`) on a small DVC project of shell stages.
+"""The parallel runner (`python -m stagerun.repro`) on a small DVC project of shell stages.
 
 The end-to-end test (tests/test_pipeline_e2e.py) checks it against a serial `dvc repro` of the tiny
 profile; these check its scheduling and bookkeeping quickly: independent stages overlap, a stage
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from priorlab.repro import main, worker_envs
+from stagerun.repro import main, worker_envs
 
 DVC_YAML = {
     "stages": {
@@ -90,7 +90,7 @@ def test_a_failure_stops_new_stages_and_records_the_finished_ones(project, capsy
     spec = yaml.safe_load((project / "dvc.yaml").read_text())
     spec["stages"]["b"]["cmd"] = "exit 3"
     (project / "dvc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    from priorlab.repro import HISTORY
+    from stagerun.repro import HISTORY
 
     (project / HISTORY).parent.mkdir(parents=True, exist_ok=True)
     (project / HISTORY).write_text(json.dumps({"b": 42.0}))  # b's last full run
@@ -125,7 +125,7 @@ def test_worker_envs_are_checked():
 
 
 def test_critical_path_rank_puts_long_chains_first():
-    from priorlab.repro import critical_path_rank
+    from stagerun.repro import critical_path_rank
 
     class Stage:  # hashable by identity, like DVC's stages
         def __init__(self, name):
@@ -139,7 +139,7 @@ def test_critical_path_rank_puts_long_chains_first():
 
 
 def test_history_falls_back_to_the_committed_bench_per_kind(tmp_path):
-    from priorlab.repro import BENCH, HISTORY, _read_history, _write_history
+    from stagerun.repro import BENCH, HISTORY, _read_history, _write_history
 
     (tmp_path / BENCH).parent.mkdir(parents=True)
     (tmp_path / BENCH).write_text(json.dumps({"pipeline": {"by_kind": {"train": {"n": 4, "sum_wall_s": 40.0}}}}))
@@ -166,7 +166,7 @@ def test_parse_params_once_returns_what_dvc_reads_and_sees_edits(tmp_path):
     import dvc.dependency.param as dvc_param
     from dvc.fs import LocalFileSystem
 
-    from priorlab.dvc_adapter import parse_params_once
+    from stagerun.dvc_adapter import parse_params_once
 
     fs, path = LocalFileSystem(), str(tmp_path / "params.yaml")
     (tmp_path / "params.yaml").write_text(PARAMS)
@@ -198,7 +198,7 @@ def test_parse_params_once_returns_what_dvc_reads_and_sees_edits(tmp_path):
 def test_parse_params_once_leaves_other_filesystems_to_dvc(tmp_path):
     import dvc.dependency.param as dvc_param
 
-    from priorlab.dvc_adapter import parse_params_once
+    from stagerun.dvc_adapter import parse_params_once
 
     class OtherFS:  # not the workspace (e.g. a git revision): DVC's own reader must serve it
         pass
@@ -223,8 +223,8 @@ def test_parse_params_once_leaves_other_filesystems_to_dvc(tmp_path):
 def test_an_untested_dvc_is_refused_with_one_line(project, monkeypatch, capsys):
     """The runner drives DVC internals (issue 25): any release but the tested minor one is refused
     before DVC is touched, with one line naming the found version and the two ways out."""
-    import priorlab.dvc_adapter as dvc_adapter
-    import priorlab.repro as repro
+    import stagerun.dvc_adapter as dvc_adapter
+    import stagerun.repro as repro
     from priorlab.errors import UserError
 
     assert repro.require_tested_dvc is dvc_adapter.require_tested_dvc  # still importable from the runner
@@ -245,7 +245,7 @@ def test_dvc_still_reads_params_through_the_function_the_runner_replaces(project
     function up there, the swap would silently do nothing: DVC's own ``Stage.changed`` must call it."""
     import dvc.dependency.param as dvc_param
 
-    from priorlab.dvc_adapter import open_repo, parse_params_once
+    from stagerun.dvc_adapter import open_repo, parse_params_once
 
     (project / "params.yaml").write_text("x: 1\ny: {z: 2}\n")
     (project / "dvc.yaml").write_text(yaml.safe_dump(
@@ -310,7 +310,7 @@ def long_project(project):
 
 
 def _runner(project: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "priorlab.repro", "-j", "2", *args], cwd=project,
+    return subprocess.Popen([sys.executable, "-m", "stagerun.repro", "-j", "2", *args], cwd=project,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "DVC_NO_ANALYTICS": "1"})
 
@@ -374,7 +374,7 @@ def test_a_second_runner_while_one_runs_is_one_line(long_project):
 def _runner_done(project: Path, *args: str) -> subprocess.CompletedProcess:
     """The runner in its own process (DVC's logger, set up in-process by an earlier test, may hold a
     closed capture stream)."""
-    return subprocess.run([sys.executable, "-m", "priorlab.repro", *args], cwd=project, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "stagerun.repro", *args], cwd=project, capture_output=True,
                           text=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
 
 
@@ -412,7 +412,7 @@ def test_hash_code_dirs_once_hashes_a_code_directory_once_and_leaves_outputs_to_
     time (a stage may have just rewritten it)."""
     from dvc.output import Output
 
-    from priorlab import dvc_adapter
+    from stagerun import dvc_adapter
 
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     assert _dvc(tmp_path, "init", "-q").returncode == 0

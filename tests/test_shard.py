@@ -1,4 +1,4 @@
-"""Shards over machines that share a DVC remote (priorlab.shard, issue 15 item 4).
+"""Shards over machines that share a DVC remote (stagerun.shard, issue 15 item 4).
 
 Fast: the split of every profile's runs (disjoint, covering, each upstream stage owned once, the
 same whatever the order of the params' entries, balanced), shard specs, the CLI's errors, and the
@@ -24,7 +24,7 @@ import yaml
 
 from priorlab.config import load_params
 from tests.cluster_servers import covered_by_the_cluster_test
-from priorlab.shard import cell_costs, ShardError, main, parse_shard, pretrain_cost, run_cost, split
+from stagerun.shard import cell_costs, ShardError, main, parse_shard, pretrain_cost, run_cost, split
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ("tiny", "cpu", "paper")
@@ -221,10 +221,10 @@ def test_second_clone_restores_a_pushed_shard_and_reruns_nothing_of_it(tmp_path)
     params = load_params(a / "params.yaml")
     shard = next(s for s in split(params, 2) if not s.needs)  # one that needs no other shard
     t0 = time.perf_counter()
-    ran_a = _sh(a, sys.executable, "-m", "priorlab.shard", "run", "--shard", shard.name, "--push", "-j", "2")
+    ran_a = _sh(a, sys.executable, "-m", "stagerun.shard", "run", "--shard", shard.name, "--push", "-j", "2")
     t_shard = time.perf_counter() - t0
     t0 = time.perf_counter()
-    collect = _sh(b, sys.executable, "-m", "priorlab.shard", "collect", "-j", "2")
+    collect = _sh(b, sys.executable, "-m", "stagerun.shard", "collect", "-j", "2")
     t_collect = time.perf_counter() - t0
     print(f"\nshard {shard.name} on clone A: {t_shard:.1f} s; collect on clone B: {t_collect:.1f} s")
 
@@ -257,7 +257,7 @@ def test_dvc_lock_held_by_another_process_is_one_line(monkeypatch, capsys):
     """A second shard in the same checkout (or an orphan of a killed job) holds DVC's lock: one line."""
     from dvc.lock import LockError
 
-    import priorlab.shard as shard_module
+    import stagerun.shard as shard_module
 
     def held(*args, **kwargs):
         raise LockError("Unable to acquire lock")
@@ -271,8 +271,8 @@ def test_dvc_lock_held_by_another_process_is_one_line(monkeypatch, capsys):
 def test_a_shard_stopped_by_a_signal_runs_no_further_step(monkeypatch, capsys):
     """Cancelled or pre-empted (the runner got SIGTERM): the shard ends with 143 after that run and
     does not go on to its next step (nor to waiting for other shards)."""
-    import priorlab.repro as repro
-    import priorlab.shard as shard_module
+    import stagerun.repro as repro
+    import stagerun.shard as shard_module
 
     calls = []
 

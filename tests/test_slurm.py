@@ -1,4 +1,4 @@
-"""The pipeline on a Slurm cluster (priorlab.slurm, issue 30).
+"""The pipeline on a Slurm cluster (stagerun.slurm, issue 30).
 
 Fast: the job scripts, the GPUs a task uses, the collect job's refusal while a shard is missing,
 and a push that puts objects before run-cache entries.  Slow (a git copy of the project each):
@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from benchmarks.project_copy import pipeline_env
-from priorlab import dvc_adapter, shard, slurm
-from priorlab.slurm import Submission
+from stagerun import dvc_adapter, shard, slurm
+from stagerun.slurm import Submission
 from tests import cluster_servers
 from tests.tiny_pipeline import dvc, lock_outs, sh, tiny_copy
 
@@ -39,17 +39,17 @@ def test_array_script_runs_one_shard_per_task_and_requeues():
     assert "#SBATCH --array=0,2\n" in text and "#SBATCH --requeue\n" in text
     assert "#SBATCH --gpus-per-task=1\n" in text and "#SBATCH --cpus-per-task=2\n" in text
     assert f"#SBATCH --output=/p/.slurm/{'a' * 12}-4/logs/shard-%a-%A.out" in text
-    assert text.rstrip().endswith(f'-m priorlab.slurm -C /p task --submission {"a" * 12}-4 --index "$SLURM_ARRAY_TASK_ID"')
+    assert text.rstrip().endswith(f'-m stagerun.slurm -C /p task --submission {"a" * 12}-4 --index "$SLURM_ARRAY_TASK_ID"')
     cpu = slurm.array_script(Submission("/p", "a" * 40, 4, gpus_per_task=0), [1])
     assert "gpus" not in cpu
-    assert "priorlab.slurm -C /p collect --submission" in slurm.collect_script(sub)
+    assert "stagerun.slurm -C /p collect --submission" in slurm.collect_script(sub)
 
 
 def test_the_jobs_command_lines_parse():
     sub = Submission("/p q", "a" * 40, 2)
     for script, command in ((slurm.array_script(sub, [0, 1]), "task"), (slurm.collect_script(sub), "collect")):
         words = shlex.split(script.splitlines()[-1].replace('"$SLURM_ARRAY_TASK_ID"', "1"))
-        ns = slurm.parser().parse_args(words[words.index("priorlab.slurm") + 1:])
+        ns = slurm.parser().parse_args(words[words.index("stagerun.slurm") + 1:])
         assert (ns.command, ns.root, ns.submission) == (command, "/p q", sub.name)
         assert "export PYTHONPATH='/p q/" in script  # the job's own code: the task's worktree, or the checkout
 
@@ -92,7 +92,7 @@ def fake_sbatch(tmp_path, monkeypatch) -> Path:
 
 
 def _submit(checkout: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "priorlab.slurm", "-C", str(checkout), "submit", *args],
+    return subprocess.run([sys.executable, "-m", "stagerun.slurm", "-C", str(checkout), "submit", *args],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(checkout / "src")})
 
 
@@ -112,7 +112,7 @@ def test_submit_sends_the_array_then_a_collect_that_waits_for_all_of_it(checkout
         remotes = dvc(wt, "remote", "list").stdout.split()
         assert remotes[0] == "store" and Path(remotes[1]).resolve() == (checkout.parent / "remote").resolve()
         assert "store" in dvc(wt, "remote", "default").stdout
-    assert "priorlab.slurm" not in sh(checkout, "git", "status", "--porcelain").stdout  # .slurm/ is ignored
+    assert "stagerun.slurm" not in sh(checkout, "git", "status", "--porcelain").stdout  # .slurm/ is ignored
 
 
 @pytest.mark.slow
@@ -248,7 +248,7 @@ def test_tiny_profile_as_a_slurm_array_with_an_ssh_remote(tiny_serial, tmp_path)
         dvc(project, "remote", "modify", "--local", "store", "keyfile", str(cluster.key))
 
         def submit(jobs: int) -> str:
-            proc = cluster.run([sys.executable, "-m", "priorlab.slurm", "submit", "--shards", "2", "-j", str(jobs),
+            proc = cluster.run([sys.executable, "-m", "stagerun.slurm", "submit", "--shards", "2", "-j", str(jobs),
                                 "--poll", "2"], cwd=project, env=pipeline_env(project))
             return proc.stdout
 
@@ -283,7 +283,7 @@ def test_tiny_profile_as_a_slurm_array_with_an_ssh_remote(tiny_serial, tmp_path)
     assert not cluster_servers.leftovers(tmp_path / "cluster")  # every server and job stopped, namespace gone
     assert "up to date" in dvc(project, "status").stdout
     assert lock_outs(project) == tiny_serial.outs  # byte-identical to the serial run
-    again = sh(project, sys.executable, "-m", "priorlab.repro", "-j", "2")
+    again = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2")
     assert "0 stage(s) ran" in again.stdout, again.stdout
     ran = Counter(s for name, text in logs.items() if name.startswith("shard-") for s in re.findall(r"running (\S+):", text))
     twice = {s for s, n in ran.items() if n > 1}

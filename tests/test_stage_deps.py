@@ -182,3 +182,18 @@ def test_every_distribution_the_library_imports_is_declared_and_pinned():
     assert not missing, f"imported but not declared in pyproject.toml: {missing}"
     unpinned = {n for n in third if not any(norm(d) in pinned for d in dists.get(n, [n]))}
     assert not unpinned, f"imported but not pinned in requirements.txt: {unpinned}"
+
+
+def test_the_science_package_never_imports_the_machinery():
+    """issue 44: ``stagerun`` (runner, shards, Slurm, plans, prefork, DVC adapter) imports ``priorlab``, never
+    the reverse — function-level imports included — and no stage depends on it."""
+    import ast
+
+    offenders = []
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(SRC)}: {n}" for n in names if n == "stagerun" or n.startswith("stagerun.")]
+    assert not offenders, offenders
+    assert all(not any(d.startswith("src/stagerun") or d == "src" for d in deps) for _, deps in stages().values())

@@ -2,8 +2,9 @@
 nets, start the model from them and fit its prior with the nets frozen, then train jointly.
 
 The pipeline's stages (:mod:`priorlab.pipeline`) run these phases one stage each, their inputs and
-outputs on disk under :mod:`priorlab.paths`; the public API (:mod:`priorlab.estimator`) runs them in
-one call on the user's arrays.  Both go through these functions: one code path.
+outputs on disk under :mod:`priorlab.paths` (read back by :func:`load_setup_data` and :func:`load_model`,
+which the studies use too); the public API (:mod:`priorlab.estimator`) runs them in one call on the
+user's arrays.  Both go through these functions: one code path.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 
 import torch
 
-from priorlab.config import ModelParams, OptimParams, ParamsError, SetupParams
-from priorlab.data.store import Dataset
-from priorlab.io import save_torch
+from priorlab import paths
+from priorlab.config import ModelParams, OptimParams, Params, ParamsError, SetupParams
+from priorlab.data.store import Dataset, load_dataset
+from priorlab.io import load_torch, save_torch
 from priorlab.models import build_model
 from priorlab.models.protocol import Model
 from priorlab.train import fit, fit_prior
@@ -47,6 +49,27 @@ def new_model(setup: SetupParams, spec: ModelParams, obs_shape, seed: int) -> Mo
 def save_model(path: str | Path, model: Model, meta: dict) -> None:
     """A model's weights and what produced them (atomic)."""
     save_torch(path, {"state_dict": model.state_dict(), "meta": meta})
+
+
+def load_setup_data(params: Params, setup: str) -> Dataset:
+    """The data set of a setup, as the ``data`` stage wrote it."""
+    s = params.setup(setup)
+    return load_dataset(paths.data_dir(s.dataset), normalise=params.datasets[s.dataset].normalise)
+
+
+def pretrain_spec(params: Params, setup: str) -> ModelParams:
+    """The model pretrained for a setup: its ``pretrain_model`` entry of ``models:``."""
+    return params.model(params.setup(setup).pretrain_model)
+
+
+def load_model(params: Params, setup: str, model_name: str, path: Path, obs_shape) -> tuple[Model, dict]:
+    """A saved model of a setup (``model_name`` a ``models:`` entry, or ``pretrain``), in eval mode, with its meta."""
+    blob = load_torch(path)
+    spec = pretrain_spec(params, setup) if model_name == "pretrain" else params.model(model_name)
+    model = build_model(params.setup(setup), spec, obs_shape)
+    model.load_state_dict(blob["state_dict"])
+    model.eval()
+    return model, blob["meta"]
 
 
 def fit_phase(model: Model, data: Dataset, opt: OptimParams, *, checkpoint: str | Path, live_dir: str | Path | None,

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from priorlab import paths
 from priorlab.config import ModelParams, OptimParams, Params, ParamsError
-from priorlab.data.store import Dataset, build_arrays, ground_truth, load_dataset, write_dataset
+from priorlab.data.store import Dataset, build_arrays, ground_truth, write_dataset
 from priorlab.io import load_torch, read_json, write_json
 from priorlab.metric_registry import headline
-from priorlab.models import build_model
 from priorlab.models.protocol import Model
-from priorlab.phases import fingerprint, fit_phase, new_model, resolve_device, save_model, start_model
+from priorlab.phases import (fingerprint, fit_phase, load_model, load_setup_data, new_model, pretrain_spec,
+                             resolve_device, save_model, start_model)
 
 
 def _run_parts(params: Params, run: str) -> tuple[str, str, int]:
@@ -40,25 +40,11 @@ def run_data(params: Params, dataset: str) -> dict:
     return write_dataset(paths.data_dir(dataset), p, build_arrays(p))
 
 
-def load_setup_data(params: Params, setup: str) -> Dataset:
-    s = params.setup(setup)
-    return load_dataset(paths.data_dir(s.dataset), normalise=params.datasets[s.dataset].normalise)
-
-
 # --------------------------------------------------------------------------- models on disk
 
 
 def _new_model(params: Params, setup: str, model: ModelParams, obs_shape, seed: int) -> Model:
     return new_model(params.setup(setup), model, obs_shape, seed)
-
-
-def load_model(params: Params, setup: str, model_name: str, path: Path, obs_shape) -> tuple[Model, dict]:
-    blob = load_torch(path)
-    spec = pretrain_spec(params, setup) if model_name == "pretrain" else params.model(model_name)
-    model = build_model(params.setup(setup), spec, obs_shape)
-    model.load_state_dict(blob["state_dict"])
-    model.eval()
-    return model, blob["meta"]
 
 
 def _fit_phase(params: Params, model: Model, data: Dataset, opt: OptimParams, phase: str, run: str, fp: str) -> dict:
@@ -69,11 +55,6 @@ def _fit_phase(params: Params, model: Model, data: Dataset, opt: OptimParams, ph
 
 
 # --------------------------------------------------------------------------- pretrain
-
-
-def pretrain_spec(params: Params, setup: str) -> ModelParams:
-    """The model pretrained for a setup: its ``pretrain_model`` entry of ``models:``."""
-    return params.model(params.setup(setup).pretrain_model)
 
 
 def run_pretrain(params: Params, setup: str) -> dict:

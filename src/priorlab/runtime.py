@@ -42,7 +42,7 @@ def _mallopt() -> bool:
 
 
 def die_with_runner(environ=os.environ) -> threading.Thread | None:
-    """A stage started by the parallel runner (:mod:`priorlab.repro`) ends with it, even when the runner
+    """A stage started by the parallel runner (:mod:`stagerun.repro`) ends with it, even when the runner
     is killed outright: the stage holds the read end of a pipe whose only writer is the runner
     (``PRIORLAB_RUNNER_FD``); when the runner is gone the read returns end-of-file and the stage sends
     SIGTERM to its own process group (its session, which the runner made for it).  Does nothing when

@@ -314,7 +314,7 @@ def _check_dvc_keys(raw: dict) -> None:
 DVC_META_NAMES = ("size", "nfiles")
 """DVC 3 leaves keys with these names out of a stage's run-cache hash (treeverse/dvc#10296): a run
 differing only in such a param would be restored from the run-cache instead of rerun, which shards
-(``priorlab.shard``) rely on.  So no parameter may carry these names."""
+(``stagerun.shard``) rely on.  So no parameter may carry these names."""
 
 
 def _check_no_dvc_meta_names(node: Any, key: str) -> None:

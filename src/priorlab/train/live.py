@@ -2,7 +2,7 @@
 
 DVC deletes a stage's outputs before it runs the stage again, unless they are ``persist: true``; and
 a stage with a persistent output is never saved to, nor restored from, DVC's run-cache (which is what
-lets one machine reuse the runs another machine pushed, :mod:`priorlab.shard`).  So the curves are
+lets one machine reuse the runs another machine pushed, :mod:`stagerun.shard`).  So the curves are
 plain outputs and the checkpoint carries them instead: :func:`snapshot` reads every file of the
 folder when a checkpoint is written, :func:`restore` writes exactly those files back when training
 resumes from it.  Rows logged after the checkpoint (work lost with a killed run) are thereby gone,

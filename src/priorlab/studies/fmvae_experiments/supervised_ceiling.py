@@ -111,7 +111,7 @@ def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | N
     from priorlab.data.dsprites import render_dsprites
     from priorlab.models.fmvae import data_factor_labels
     from priorlab.nets import build_encoder
-    from priorlab.pipeline import load_setup_data
+    from priorlab.phases import load_setup_data
 
     cfg, setup = params.supervised_ceiling, params.setup(setup_name)
     data = load_setup_data(params, setup_name)

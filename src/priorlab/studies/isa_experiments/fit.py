@@ -175,8 +175,7 @@ def run_isa_fit(params: Params, model: str, seed: str) -> Path:
     """``isa_fit@<model>-<seed>``: train and score the cell's runs; write its model folder (atomically:
     a killed stage leaves no folder) and its metrics file."""
     from priorlab.data.store import ground_truth
-    from priorlab.phases import resolve_device, save_model
-    from priorlab.pipeline import load_setup_data
+    from priorlab.phases import load_setup_data, resolve_device, save_model
 
     runs = cell_runs(params, model, int(seed))
     study = params.isa_study

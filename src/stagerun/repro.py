@@ -4,7 +4,7 @@ DVC 3.67 runs the stages of one workspace one at a time.  Two ``dvc repro`` proc
 the work either: each holds the repository lock except while a stage's command runs, and DVC's
 per-path lock then *refuses* (it does not wait) a second process that checks a stage upstream of a
 running one — every per-run chain shares its pretraining stage.  So this runner drives DVC's own
-objects (through :mod:`priorlab.dvc_adapter`) from one process, holding DVC's repository lock for
+objects (through :mod:`stagerun.dvc_adapter`) from one process, holding DVC's repository lock for
 its whole run:
 
 * the stage graph is DVC's (``repo.index.graph``), optionally cut to ``targets`` and their upstream,
@@ -15,7 +15,7 @@ its whole run:
 * a changed stage is restored from DVC's run-cache when DVC would restore it; otherwise its outputs
   are removed as DVC removes them (persistent ones kept), its command runs in a subprocess on a free
   worker (a ``python stages/<name>.py ARGS`` command is forked from a process that imported the stage
-  scripts' modules once, :mod:`priorlab.prefork`; ``--no-preload`` starts a new interpreter each
+  scripts' modules once, :mod:`stagerun.prefork`; ``--no-preload`` starts a new interpreter each
   time, as ``dvc repro`` does), and when it exits 0 DVC saves and commits it (``Stage.save``/``Stage.commit``) and its
   entry is written to ``dvc.lock`` (``ProjectFile.dump_stages``, batched);
 * a failing command stops new launches; the running ones finish and are recorded; exit status 1.
@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from priorlab import dvc_adapter, prefork
-from priorlab.dvc_adapter import TESTED_DVC, parse_params_once, require_tested_dvc  # noqa: F401  (re-exported)
+from stagerun import dvc_adapter, prefork
+from stagerun.dvc_adapter import TESTED_DVC, parse_params_once, require_tested_dvc  # noqa: F401  (re-exported)
 from priorlab.errors import UserError
 from priorlab.runtime import RUNNER_FD
 
@@ -119,7 +119,7 @@ class _Spawned:
 
 
 class _Forked:
-    """A stage command forked from the preloaded process (:mod:`priorlab.prefork`)."""
+    """A stage command forked from the preloaded process (:mod:`stagerun.prefork`)."""
 
     def __init__(self, preloaded: prefork.Preloaded, pid: int):
         self.preloaded, self.pid = preloaded, pid
@@ -337,7 +337,7 @@ def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequenc
               root: str | Path = ".", dry: bool = False, log=print, preload: bool | None = None) -> Outcome:
     """Reproduce the pipeline of ``root`` (or ``targets`` and their upstream) on ``jobs`` workers.
     ``preload`` (default: without ``gpus``) forks stage scripts from a process that has imported their
-    modules once (:mod:`priorlab.prefork`) instead of starting a new interpreter for each."""
+    modules once (:mod:`stagerun.prefork`) instead of starting a new interpreter for each."""
     require_tested_dvc()  # before anything else, as the adapter does before it touches DVC
     envs = worker_envs(jobs, gpus)
     preload = not gpus if preload is None else preload
@@ -412,7 +412,7 @@ def record(targets: Sequence[str] | None = None, root: str | Path = ".", log=pri
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m priorlab.repro", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m stagerun.repro", description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="*", help="stages to reproduce with their upstream (default: all)")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="workers (default 2)")
     parser.add_argument("--gpus", default=None,

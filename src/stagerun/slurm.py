@@ -1,13 +1,13 @@
 """The pipeline on a Slurm cluster: one array task per shard, then a dependent job that collects.
 
-    python -m priorlab.slurm submit --shards 4 --gpus-per-task 1 --sbatch-arg=--time=12:00:00
+    python -m stagerun.slurm submit --shards 4 --gpus-per-task 1 --sbatch-arg=--time=12:00:00
     # or: make slurm SHARDS=4 GPUS_PER_TASK=1 SBATCH='--time=12:00:00 --partition=gpu'
 
 ``submit`` runs on the login node, in a checkout whose default DVC remote every node reaches (an SSH
 remote on a cluster: ``dvc remote add -d store ssh://login.example.org/scratch/priorlab-dvc``).  It
-submits an array job whose task *i* runs shard *i*/N (``python -m priorlab.shard run --shard i/N
---push``, :mod:`priorlab.shard`) and a job that depends on the whole array (``afterany``) and runs
-``python -m priorlab.shard collect`` in the checkout once every shard has finished.  The shards run
+submits an array job whose task *i* runs shard *i*/N (``python -m stagerun.shard run --shard i/N
+--push``, :mod:`stagerun.shard`) and a job that depends on the whole array (``afterany``) and runs
+``python -m stagerun.shard collect`` in the checkout once every shard has finished.  The shards run
 the checkout's commit (HEAD): ``submit`` refuses a checkout whose pipeline files differ from it.
 
 **Where things are.**  ``.slurm/<commit>-<N>/`` (ignored by git and DVC) holds the job scripts,
@@ -21,7 +21,7 @@ collect job says which shards are missing and stops, running nothing (it would o
 cluster's work on one node).  Submit again with the same ``--shards``: only the shards without a
 ``done`` file are submitted, and each restores what its earlier attempt finished (from its worktree's
 run-cache and from the remote) and runs the rest.  A shard pushes objects before run-cache entries
-(:func:`priorlab.shard.push`), so a task killed mid-push leaves no entry the remote cannot restore.
+(:func:`stagerun.shard.push`), so a task killed mid-push leaves no entry the remote cannot restore.
 Pre-empted tasks are requeued by Slurm (``--requeue``) and resume the same way.  Each task's GPUs are
 the ones Slurm gives it (``CUDA_VISIBLE_DEVICES``): one stage per GPU.
 """
@@ -92,7 +92,7 @@ class Submission:
     def load(cls, directory: Path) -> "Submission":
         path = directory / "submission.json"
         if not path.is_file():
-            raise SlurmError(f"no submission in {directory} (submit first: python -m priorlab.slurm submit --shards N)")
+            raise SlurmError(f"no submission in {directory} (submit first: python -m stagerun.slurm submit --shards N)")
         return cls(**json.loads(path.read_text()))
 
 
@@ -124,13 +124,13 @@ def head_commit(root: Path) -> str:
 
 
 def _job_script(sub: Submission, directives: list[str], pythonpath: str, command: str) -> str:
-    """An ``sbatch`` script: ``directives`` and the resources of ``sub``, then ``python -m priorlab.slurm``
+    """An ``sbatch`` script: ``directives`` and the resources of ``sub``, then ``python -m stagerun.slurm``
     ``command`` with the job's code first on PYTHONPATH."""
     lines = ["#!/bin/bash", *(f"#SBATCH {d}" for d in directives), f"#SBATCH --cpus-per-task={max(sub.jobs, 1)}"]
     if sub.gpus_per_task:
         lines.append(f"#SBATCH --gpus-per-task={sub.gpus_per_task}")
     lines += ["set -euo pipefail", f"export PYTHONPATH={pythonpath}",
-              f"exec {shlex.quote(sub.python)} -m priorlab.slurm -C {shlex.quote(sub.root)} {command}"]
+              f"exec {shlex.quote(sub.python)} -m stagerun.slurm -C {shlex.quote(sub.root)} {command}"]
     return "\n".join(lines) + "\n"
 
 
@@ -163,7 +163,7 @@ def _sbatch(script: Path, extra: Sequence[str], dependency: str | None = None) -
 
 def _prepare_worktree(sub: Submission, index: int) -> None:
     """Task ``index``'s git worktree of the commit, with the checkout's data sets and DVC remotes."""
-    from priorlab import dvc_adapter
+    from stagerun import dvc_adapter
 
     root, wt = Path(sub.root), sub.worktree(index)
     if not (wt / ".git").exists():
@@ -183,9 +183,9 @@ def _prepare_worktree(sub: Submission, index: int) -> None:
 def submit(root: Path, count: int, jobs: int, gpus_per_task: int, extra: Sequence[str], again: bool,
            poll_s: float = 60.0, log=print) -> Submission:
     """Submit the shards of HEAD that have not finished (all with ``again``) and the collect job."""
-    from priorlab import dvc_adapter
+    from stagerun import dvc_adapter
     from priorlab.config import load_params
-    from priorlab.shard import split
+    from stagerun.shard import split
 
     if count < 1:
         raise SlurmError(f"--shards must be at least 1, got {count}")
@@ -243,7 +243,7 @@ def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
 
 
 def shard_args(sub: Submission, *args: str) -> list[str]:
-    """``python -m priorlab.shard <args>``'s arguments, one stage per GPU Slurm gave the job (else
+    """``python -m stagerun.shard <args>``'s arguments, one stage per GPU Slurm gave the job (else
     ``sub.jobs`` stages side by side)."""
     gpus = visible_gpus() if sub.gpus_per_task else []
     return [*args, "-j", str(len(gpus) or sub.jobs), *(["--gpus", ",".join(gpus)] if gpus else [])]
@@ -253,14 +253,14 @@ def run_task(sub: Submission, index: int, log=print) -> int:
     """Array task ``index``: shard ``index``/N in its worktree, pushed; its ``done`` file on success.
     The shard runs in this process, so that a signal Slurm sends the job (cancel, pre-emption, time
     limit) reaches its runner, which stops its stages (and they die with it on SIGKILL)."""
-    from priorlab import shard
+    from stagerun import shard
 
     if not 0 <= index < sub.count:
         raise SlurmError(f"task index {index} is not a shard of {sub.count}")
     _prepare_worktree(sub, index)  # a requeued task, or a worktree removed by hand
     wt = sub.worktree(index)
     args = shard_args(sub, "run", "--shard", f"{index}/{sub.count}", "--push", "--poll", str(sub.poll_s))
-    log(f"task {index} on {os.uname().nodename}: python -m priorlab.shard {' '.join(args)} (in {wt})")
+    log(f"task {index} on {os.uname().nodename}: python -m stagerun.shard {' '.join(args)} (in {wt})")
     start = time.time()
     _enter(sub, wt)
     rc = shard.main(["-C", str(wt), *args])
@@ -272,14 +272,14 @@ def run_task(sub: Submission, index: int, log=print) -> int:
 
 
 def run_collect(sub: Submission, log=print) -> int:
-    """The collect job: every shard done, then ``priorlab.shard collect`` in the checkout."""
-    from priorlab import shard
+    """The collect job: every shard done, then ``stagerun.shard collect`` in the checkout."""
+    from stagerun import shard
 
     missing = sub.pending()
     if missing:
         raise SlurmError(
             f"shard(s) {', '.join(f'{i}/{sub.count}' for i in missing)} did not finish (logs: {sub.dir / 'logs'}); "
-            f"nothing was collected. Submit again: python -m priorlab.slurm submit --shards {sub.count} "
+            f"nothing was collected. Submit again: python -m stagerun.slurm submit --shards {sub.count} "
             "(only the unfinished shards run, from what they pushed)")
     root = Path(sub.root)
     if _git(root, "rev-parse", "HEAD") != sub.commit:
@@ -287,7 +287,7 @@ def run_collect(sub: Submission, log=print) -> int:
                          f"(git checkout {sub.commit[:12]}) and submit again")
     head_commit(root)
     args = shard_args(sub, "collect")
-    log(f"collect on {os.uname().nodename}: python -m priorlab.shard {' '.join(args)} (in {root})")
+    log(f"collect on {os.uname().nodename}: python -m stagerun.shard {' '.join(args)} (in {root})")
     _enter(sub, root)
     rc = shard.main(["-C", str(root), *args])
     if rc == 0:
@@ -300,7 +300,7 @@ def run_collect(sub: Submission, log=print) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m priorlab.slurm", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m stagerun.slurm", description=__doc__.splitlines()[0])
     parser.add_argument("-C", "--root", default=".", help="the checkout (default: the current directory)")
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("submit", help="submit the unfinished shards of HEAD as an array job, then collect")

@@ -1,5 +1,5 @@
-"""The one place the library touches DVC's internals (issue 25): :mod:`priorlab.repro` and
-:mod:`priorlab.shard` import DVC only through these functions.
+"""The one place the library touches DVC's internals (issue 25): :mod:`stagerun.repro` and
+:mod:`stagerun.shard` import DVC only through these functions.
 
 Tested with DVC 3.67 (:data:`TESTED_DVC`; ``requirements.txt`` pins dvc==3.67.1).  None of this is
 DVC's public API; what it relies on:
@@ -35,7 +35,7 @@ from typing import Iterator, Sequence
 from priorlab.errors import UserError
 
 TESTED_DVC = (3, 67)
-"""The DVC release (major, minor) whose internals :mod:`priorlab.repro` and :mod:`priorlab.shard`
+"""The DVC release (major, minor) whose internals :mod:`stagerun.repro` and :mod:`stagerun.shard`
 drive through this module (see the module docstring) — not a public API."""
 
 

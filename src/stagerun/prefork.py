@@ -2,7 +2,7 @@
 
 A stage command ``python stages/<name>.py ARGS`` spends about 2 s importing torch and priorlab before
 it does any work (``reports/bench.json``: 2.3 s a stage, 8 % of the cpu profile's stage time).  The
-parallel runner (:mod:`priorlab.repro`) therefore starts one *preloaded* process, which imports what
+parallel runner (:mod:`stagerun.repro`) therefore starts one *preloaded* process, which imports what
 the stage scripts import (:func:`preload_modules`), once, and then forks a child per stage command.  The child does what
 ``python script ARGS`` would do after its imports: it makes its own session, changes to the stage's
 folder, takes the worker's environment, and runs the script as ``__main__`` with the command's
@@ -118,7 +118,7 @@ class Preloaded:
         self._rep_r, rep_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "priorlab.prefork", str(req_r), str(rep_w), str(scripts_dir)],
+                [sys.executable, "-m", "stagerun.prefork", str(req_r), str(rep_w), str(scripts_dir)],
                 stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=(req_r, rep_w, *pass_fds),
                 env=env)
         finally:

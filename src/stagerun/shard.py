@@ -3,10 +3,10 @@
 Every machine checks out the same commit (same code, same ``params.yaml``) and adds the same DVC
 remote; then::
 
-    python -m priorlab.shard run --shard 0/3 --push     # machine 0; 1/3 and 2/3 on the others
-    python -m priorlab.shard collect                    # any machine, once the shards have pushed
+    python -m stagerun.shard run --shard 0/3 --push     # machine 0; 1/3 and 2/3 on the others
+    python -m stagerun.shard collect                    # any machine, once the shards have pushed
 
-``run`` reproduces its shard (``python -m priorlab.repro`` on ``-j`` workers, ``--gpus`` one per
+``run`` reproduces its shard (``python -m stagerun.repro`` on ``-j`` workers, ``--gpus`` one per
 worker) and pushes it; ``collect`` fetches what the shards pushed, restores every stage whose
 inputs match a pushed run from DVC's run-cache ("restored <stage> from the run-cache") and runs
 only what no shard holds: the experiment stages, the figures and the report (and any run no shard
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from priorlab import dvc_adapter
+from stagerun import dvc_adapter
 from priorlab.errors import UserError
 
 KIND_STEP_COST = {"fmvae": 6.5, "vsc": 2.1, "beta_tcvae": 1.7}
@@ -231,7 +231,7 @@ def split(params, count: int) -> list[Shard]:
 
 
 # --------------------------------------------------------------------------- DVC: remote and run-cache
-# (every call into DVC goes through priorlab.dvc_adapter)
+# (every call into DVC goes through stagerun.dvc_adapter)
 
 
 def _remote(repo, remote: str | None) -> str:
@@ -344,7 +344,7 @@ def wait_for(root: Path, stages: dict[str, int], count: int, remote: str | None,
         owners = ", ".join(sorted({f"{stages[s]}/{count}" for s in missing}))
         if time.monotonic() >= deadline:
             raise ShardError(f"gave up after {timeout:.0f} s waiting for {', '.join(missing)}: shard(s) {owners} "
-                             "compute them; run `python -m priorlab.shard run --shard I/N --push` there "
+                             "compute them; run `python -m stagerun.shard run --shard I/N --push` there "
                              "(same commit, same remote), or raise --wait")
         log(f"waiting for {', '.join(missing)} from shard(s) {owners} (next look in {interval:.0f} s)")
         time.sleep(interval)
@@ -386,7 +386,7 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
     """One shard, in three steps, each pushed with ``--push`` before the next: the ``data@`` stages it
     owns; the ``pretrain@``/``prior_init@`` stages it owns (after restoring foreign data they read);
     its runs (after restoring the foreign setups they start from)."""
-    from priorlab.repro import exit_status, reproduce
+    from stagerun.repro import exit_status, reproduce
 
     def log(message: str) -> None:
         print(message, flush=True)
@@ -462,7 +462,7 @@ def _remote_check(root: Path, remote: str | None) -> None:
 
 def cmd_collect(root: Path, remote: str | None, jobs: int, gpus: Sequence[str] | None, do_push: bool) -> int:
     """Fetch every pushed run of this pipeline, then reproduce everything (restoring what was pushed)."""
-    from priorlab.repro import exit_status, reproduce
+    from stagerun.repro import exit_status, reproduce
 
     def log(message: str) -> None:
         print(message, flush=True)
@@ -492,7 +492,7 @@ def cmd_collect(root: Path, remote: str | None, jobs: int, gpus: Sequence[str] |
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m priorlab.shard", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m stagerun.shard", description=__doc__.splitlines()[0])
     parser.add_argument("-C", "--root", default=".", help="project root (default: the current directory)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: run it again to continue (what was pushed stays pushed)", file=sys.stderr)
         return 130
     except Exception as exc:  # DVC's lock held by another process, ...: one line, as the runner's
-        from priorlab.repro import debugging
+        from stagerun.repro import debugging
 
         line = dvc_adapter.user_situation(exc)
         if line is None or debugging():

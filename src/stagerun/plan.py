@@ -1,9 +1,9 @@
 """A pipeline target on a machine without DVC (e.g. a lent GPU with torch only): export here, run there.
 
-    python -m priorlab.plan export isa_experiments --out plan.json    # here: DVC resolves dvc.yaml
-    python -m priorlab.plan run plan.json -j 4 --gpus 0,0,0,0         # there: no DVC needed
+    python -m stagerun.plan export isa_experiments --out plan.json    # here: DVC resolves dvc.yaml
+    python -m stagerun.plan run plan.json -j 4 --gpus 0,0,0,0         # there: no DVC needed
 
-``export`` asks DVC (through :mod:`priorlab.dvc_adapter`) for the targets' stages and everything
+``export`` asks DVC (through :mod:`stagerun.dvc_adapter`) for the targets' stages and everything
 upstream of them, upstream first, with each stage's command (``foreach`` / ``matrix`` and ``${...}``
 already resolved), working directory, outputs and the stages it waits for, and writes them to a JSON
 plan.  ``run`` removes a stage's outputs (persistent ones kept, as DVC does) and runs its command, in
@@ -36,7 +36,7 @@ PLAN_VERSION = 2  # 2: each stage lists its persistent outputs (kept when it run
 
 def export(targets: Sequence[str], root: str | Path = ".", stale_only: bool = False) -> dict:
     """The plan of ``targets`` (their stages and everything upstream, upstream first)."""
-    from priorlab import dvc_adapter
+    from stagerun import dvc_adapter
 
     root = Path(root).resolve()
     with dvc_adapter.open_repo(root, lock=False) as repo:
@@ -66,11 +66,11 @@ def load_plan(path: str | Path) -> dict:
     try:
         plan = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise UserError(f"no plan file {path}: write one with `python -m priorlab.plan export TARGET --out {path}`") from None
+        raise UserError(f"no plan file {path}: write one with `python -m stagerun.plan export TARGET --out {path}`") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{path} is not a plan (JSON: {exc.msg} at line {exc.lineno})") from None
     if not isinstance(plan, dict) or plan.get("version") != PLAN_VERSION or not isinstance(plan.get("stages"), list):
-        raise UserError(f"{path} is not a version-{PLAN_VERSION} plan of `python -m priorlab.plan export`")
+        raise UserError(f"{path} is not a version-{PLAN_VERSION} plan of `python -m stagerun.plan export`")
     names = [s["name"] for s in plan["stages"]]
     for i, s in enumerate(plan["stages"]):
         missing = [a for a in s["after"] if a not in names[:i]]
@@ -95,7 +95,7 @@ def remove_outs(root: Path, stage: dict) -> None:
 def run(plan: dict, root: str | Path = ".", jobs: int = 1, gpus: Sequence[str] | None = None,
         log=print) -> dict:
     """Execute ``plan`` in ``root`` on ``jobs`` workers; ``{"ran", "failed", "wall_s"}``."""
-    from priorlab.repro import worker_envs
+    from stagerun.repro import worker_envs
 
     root = Path(root).resolve()
     envs = worker_envs(jobs, gpus)
@@ -133,7 +133,7 @@ def run(plan: dict, root: str | Path = ".", jobs: int = 1, gpus: Sequence[str] |
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m priorlab.plan", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m stagerun.plan", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("export", help="write the plan of TARGETS (needs DVC)")
     ex.add_argument("targets", nargs="+")
