@@ -80,6 +80,8 @@ def test_shards_are_disjoint_and_cover_every_run_and_upstream_stage(profile, cou
     ms = params.mssc_study
     expected_cells += [f"mssc_fit@{m}-{b}" for m in ms.models for b in ms.bars]
     expected_cells += [f"mssc_patches@{m}" for m in ms.models]
+    expected_cells += [f"mssc_ablation@{a}" for a in ms.ablations]  # issue 43's diagnosis arms are cells too
+    expected_cells += [f"sparse_vae_ablation@{a}" for a in sv.movielens_ablations]
     assert sorted(cells) == sorted(expected_cells)
     owners = _stage_owners(shards)
     expected = {f"data@{d}" for d in params.datasets} | {f"{st}@{s}" for s in params.setups for st in UPSTREAM[1:]}
@@ -287,3 +289,24 @@ def test_a_shard_stopped_by_a_signal_runs_no_further_step(monkeypatch, capsys):
     assert len(calls) == 1 and all(t.startswith("data@") for t in calls[0])
     out = capsys.readouterr().out
     assert "interrupted (SIGTERM): stopped 1 running stage(s) (data@dsprites), recorded 1 finished" in out
+
+
+def test_the_runner_names_no_paper_and_no_model_kind():
+    """issue 44: what the shards know of a study (its cells, their costs) and of a model kind (its step cost)
+    is declared by the study and the kind (priorlab.pipeline.study_cells, ModelParams.step_cost); the
+    machinery's code names neither (a docstring's example command aside)."""
+    import re
+
+    names = re.compile(r"isa_|mssc|sparse_vae|fmvae|vsc|beta_tcvae|factor_vae")
+    for path in sorted((ROOT / "src" / "stagerun").glob("*.py")):
+        code = [line for line in path.read_text().splitlines() if "python -m stagerun" not in line]
+        assert not [line for line in code if names.search(line)], path.name
+
+
+def test_declared_step_costs():
+    from priorlab.config import BetaTCVAEParams, FactorialMixtureParams, SetupParams, VAEParams, VSCParams
+
+    assert (VAEParams.step_cost, BetaTCVAEParams.step_cost, VSCParams.step_cost, FactorialMixtureParams.step_cost) == (
+        1.0, 1.7, 2.1, 6.5)
+    assert SetupParams(dataset="d", latent_dim=2, encoder="conv", decoder="conv").step_cost == 1.8
+    assert SetupParams(dataset="d", latent_dim=2).step_cost == 1.0

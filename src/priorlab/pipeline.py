@@ -20,6 +20,7 @@ from priorlab.metric_registry import headline
 from priorlab.models.protocol import Model
 from priorlab.phases import (fingerprint, fit_phase, load_model, load_setup_data, new_model, pretrain_spec,
                              resolve_device, save_model, start_model)
+from priorlab.studies.cells import Cell
 
 
 def _run_parts(params: Params, run: str) -> tuple[str, str, int]:
@@ -209,3 +210,17 @@ def run_report(params: Params) -> Path:
     from priorlab.report import write_report
 
     return write_report(params, [read_json(paths.evaluation_file(name, r.group)) for name, r in params.runs.items()], paths.REPORTS / "README.md")
+
+
+# --------------------------------------------------------------------------- study cells
+
+
+def study_cells(params: Params) -> list[Cell]:
+    """Every study's cells at these params, as each study declares them (none for a study the profile
+    switches off): what a scheduler spreading the pipeline over machines balances."""
+    from priorlab.studies.isa_experiments.fit import cells as isa_cells
+    from priorlab.studies.mssc_experiments.fit import cells as mssc_cells
+    from priorlab.studies.sparse_vae_experiments.fit import cells as sparse_vae_cells
+    from priorlab.studies.sparse_vae_experiments.real import cells as sparse_vae_real_cells
+
+    return [*isa_cells(params), *sparse_vae_cells(params), *mssc_cells(params), *sparse_vae_real_cells(params)]

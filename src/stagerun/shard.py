@@ -49,15 +49,6 @@ from typing import Sequence
 from stagerun import dvc_adapter
 from priorlab.errors import UserError
 
-KIND_STEP_COST = {"fmvae": 6.5, "vsc": 2.1, "beta_tcvae": 1.7}
-"""Cost of one training step relative to a VAE step, by model kind (other kinds: 1).  From the H200
-timings of the paper nets in issue 15 (VAE MLP 3.4 ms, β-TCVAE 5.7, VSC 6–8.5, fmvae 17–27):
-only the balance of the shards depends on it."""
-
-CONV_STEP_COST = 1.8
-"""Extra factor for a setup with conv nets (issue 15: VAE conv 5.9–6.4 ms vs MLP 3.4 ms)."""
-
-
 WAIT_S = 12 * 3600.0
 """How long a shard waits for upstream stages another shard computes (a paper-profile pretraining is
 100k steps: minutes to an hour on one GPU)."""
@@ -106,9 +97,8 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _step_cost(params, setup: str, model: str) -> float:
-    kind = params.model(model).kind
-    conv = CONV_STEP_COST if params.setup(setup).encoder in ("conv", "conv3") else 1.0
-    return KIND_STEP_COST.get(kind, 1.0) * conv
+    """A step's cost relative to a VAE's on MLPs, as the model kind and the nets declare it."""
+    return params.model(model).step_cost * params.setup(setup).step_cost
 
 
 def run_cost(params, run: str) -> float:
@@ -128,34 +118,11 @@ def pretrain_cost(params, setup: str) -> float:
 
 
 def cell_costs(params) -> dict[str, tuple[str | None, float]]:
-    """The study cells of ``params`` (the stages that train a study's models: ``isa_fit@<model>-<seed>``,
-    ``sparse_vae_fit@<rho>``, ``sparse_vae_real``, ``mssc_fit@<model>-<bars>``, ``mssc_patches@<model>``), each with the data set stage it reads (None: it
-    builds its own data) and its estimated cost (training steps × models × cost per step)."""
-    from priorlab.studies.isa_experiments.fit import cell_name, study_runs
+    """The study cells of ``params`` as the studies declare them (:func:`priorlab.pipeline.study_cells`):
+    stage -> (the data set stage it reads, None when it builds its own data; its cost in VAE steps)."""
+    from priorlab.pipeline import study_cells
 
-    cells: dict[str, tuple[str | None, float]] = {}
-    isa = params.isa_study
-    if isa.setup:
-        for run in study_runs(params):
-            stage = f"isa_fit@{cell_name(run.model, run.seed)}"
-            dataset, cost = cells.get(stage, (params.setup(isa.setup).dataset, 0.0))
-            cells[stage] = (dataset, cost + max(isa.train.steps, 1) * _step_cost(params, isa.setup, run.model))
-    sv = params.sparse_vae_study
-    if sv.models:
-        per_rho = sum(KIND_STEP_COST.get(params.model(m).kind, 1.0) for m in sv.models) * sv.datasets_per_rho + \
-            sum(KIND_STEP_COST.get(params.model(m).kind, 1.0) for m in sv.variant_models) * sv.variant_datasets_per_rho
-        for rho in sv.rhos:
-            cells[f"sparse_vae_fit@{float(rho)!r}"] = (None, max(sv.train.steps, 1) * per_rho)
-    ms = params.mssc_study
-    for model in ms.models:
-        for bars in ms.bars:
-            cells[f"mssc_fit@{model}-{bars}"] = (None, float(ms.iterations * len(ms.seeds)))
-        cells[f"mssc_patches@{model}"] = (None, float(max(ms.patch_iterations, 1) if ms.patches else 1))
-    real = [(study, m) for study in (sv.movielens, sv.single_cell) for m in study.models]
-    if real:
-        cells["sparse_vae_real"] = (None, sum(max(study.train.steps, 1) * study.splits *
-                                              KIND_STEP_COST.get(params.model(m).kind, 1.0) for study, m in real))
-    return cells
+    return {cell.stage: (cell.dataset, cell.cost) for cell in study_cells(params)}
 
 
 def _lpt(sizes: dict, bins: int, loads: list[float] | None = None) -> dict:

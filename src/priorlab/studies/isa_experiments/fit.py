@@ -141,20 +141,16 @@ def chen_scores(posterior, gt, p) -> dict[str, Any]:
 def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.device) -> tuple[dict[str, Any], Any]:
     """Train one study model from scratch (resumable) and score it: its row of the study and the model."""
     from priorlab.evaluation import evaluate_model, posterior_function, representation_function
-    from priorlab.models import build_model
-    from priorlab.phases import fingerprint
-    from priorlab.train import fit
+    from priorlab.phases import fingerprint, fit_phase, new_model
 
     study = params.isa_study
     opt = dataclasses.replace(study.train, seed=run.seed)
     fp = fingerprint(NAME, params.setup(study.setup).record(), run.spec.record(),
                      dataclasses.asdict(opt), data.manifest.get("arrays", {}))
     t0 = time.perf_counter()
-    torch.manual_seed(run.seed)
-    model = build_model(params.setup(study.setup), run.spec, data.obs_shape)
-    model.bind_data(data)
-    fit(model, model.training_set(data), opt, checkpoint=paths.CHECKPOINTS / NAME / f"{run.name}.pt", live_dir=None,
-        fingerprint=fp, device=device, desc=f"{NAME}/{run.name}")
+    model = new_model(params.setup(study.setup), run.spec, data.obs_shape, run.seed)
+    fit_phase(model, data, opt, checkpoint=paths.CHECKPOINTS / NAME / f"{run.name}.pt", live_dir=None, fingerprint=fp,
+              device=device, desc=f"{NAME}/{run.name}")
     train_s = time.perf_counter() - t0
     result = evaluate_model(model, data, gt, study.evaluate, profile=params.profile, device=device)  # where it trained
     result["mig_chen"] = chen_scores(posterior_function(model, data.prepare, study.evaluate.batch_size), gt,
@@ -169,6 +165,21 @@ def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.devic
     for key, dotted in SCORES.items():
         row[key] = lookup(result, dotted)
     return row, model
+
+
+def cells(params: Params) -> list:
+    """The study's cells (:mod:`priorlab.studies.cells`): an ``isa_fit`` stage per models entry and seed,
+    reading the setup's data set; cost: every strength's training."""
+    from priorlab.studies.cells import Cell, step_cost
+
+    study = params.isa_study
+    if not study.setup:
+        return []
+    costs: dict[str, float] = {}
+    for run in study_runs(params):
+        stage = f"isa_fit@{cell_name(run.model, run.seed)}"
+        costs[stage] = costs.get(stage, 0.0) + max(study.train.steps, 1) * step_cost(params, study.setup, run.model)
+    return [Cell(stage, params.setup(study.setup).dataset, cost) for stage, cost in costs.items()]
 
 
 def run_isa_fit(params: Params, model: str, seed: str) -> Path:

@@ -38,11 +38,10 @@ def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: in
     ``iterations`` full-batch EM steps on the training rows of ``data``, started at Θ ``start``
     (:class:`~priorlab.models.sparse_coding.SparseCodingParams`; None: the data-driven initialisation);
     returns (model, last logs)."""
-    from priorlab.models import build_model
     from priorlab.models.protocol import StepContext
+    from priorlab.phases import new_model
 
-    torch.manual_seed(seed)
-    model = build_model(SetupParams(dataset=data.name, latent_dim=latent_dim), spec, data.obs_shape)
+    model = new_model(SetupParams(dataset=data.name, latent_dim=latent_dim), spec, data.obs_shape, seed)
     if start is not None:
         model.start_at(start)
     model.bind_data(data)
@@ -185,6 +184,22 @@ def _write_cell(out: Path, fill) -> None:
 def _report(label: str, rows: list[dict]) -> None:
     print(f"{label}: {sum(r['train_s'] for r in rows):.0f} s wall, {sum(r['cpu_s'] for r in rows):.0f} CPU s "
           "in the fits", flush=True)
+
+
+def cells(params: Params) -> list:
+    """The study's cells (:mod:`priorlab.studies.cells`), each building its own data: an ``mssc_fit`` stage
+    per model and bars data set (EM iterations x seeds), an ``mssc_patches`` stage per model, an
+    ``mssc_ablation`` stage per diagnosis arm."""
+    from priorlab.studies.cells import Cell
+
+    study = params.mssc_study
+    out = []
+    for model in study.models:
+        out += [Cell(f"mssc_fit@{model}-{bars}", None, float(study.iterations * len(study.seeds))) for bars in study.bars]
+        out.append(Cell(f"mssc_patches@{model}", None, float(max(study.patch_iterations, 1) if study.patches else 1)))
+    out += [Cell(f"mssc_ablation@{name}", None, float(max(arm.iterations, 1) * max(len(arm.seeds), 1)))
+            for name, arm in study.ablations.items()]
+    return out
 
 
 def run_mssc_fit(params: Params, model: str, bars: str) -> Path:

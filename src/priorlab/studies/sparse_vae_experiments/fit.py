@@ -41,19 +41,15 @@ def setup_for(study, likelihood: str = "gaussian", scaling: str = "paper") -> Se
 def fit_deep(name: str, spec: ModelParams, study, data, seed: int, likelihood: str = "gaussian"):
     """The study model ``name`` (spec ``spec``) trained from scratch on ``data`` with ``study.train``
     (seed ``seed``); ``study`` also gives ``latent_dim`` and ``hidden``."""
-    from priorlab.models import build_model
-    from priorlab.phases import fingerprint
-    from priorlab.train import fit
+    from priorlab.phases import fingerprint, fit_phase, new_model
 
     opt = dataclasses.replace(study.train, seed=seed)
-    torch.manual_seed(seed)
-    model = build_model(setup_for(study, likelihood, loss_scaling_of(spec)), spec, data.obs_shape)
-    model.bind_data(data)
+    model = new_model(setup_for(study, likelihood, loss_scaling_of(spec)), spec, data.obs_shape, seed)
     ckpt = paths.CHECKPOINTS / NAME / f"{data.name}-{name}.pt"
-    fit(model, model.training_set(data), opt, checkpoint=ckpt, live_dir=None, fingerprint=fingerprint(
+    fit_phase(model, data, opt, checkpoint=ckpt, live_dir=None, fingerprint=fingerprint(
         NAME, spec.record(), dataclasses.asdict(opt), data.name, likelihood, list(study.hidden), study.latent_dim),
-        desc=f"{NAME}/{data.name}")
-    return model.to("cpu").eval()
+        device=torch.device("cpu"), desc=f"{NAME}/{data.name}")
+    return model.eval()
 
 
 def reconstruct(model, x: np.ndarray) -> np.ndarray:
@@ -212,6 +208,19 @@ def rho_rows(params: Params, rho: float) -> tuple[list[dict[str, Any]], dict[str
 def cell_dir(rho: float) -> Path:
     """The cell of ``rho``, named as DVC names ``rho-${item}`` for a float of ``sparse_vae_study.rhos``."""
     return paths.MODELS / NAME / f"rho-{float(rho)!r}"
+
+
+def cells(params: Params) -> list:
+    """The synthetic benchmark's cells (:mod:`priorlab.studies.cells`): a ``sparse_vae_fit`` stage per ρ,
+    each building its own data sets; cost: every model on every data set of that ρ."""
+    from priorlab.studies.cells import Cell
+
+    study = params.sparse_vae_study
+    if not study.models:
+        return []
+    per_rho = sum(params.model(m).step_cost for m in study.models) * study.datasets_per_rho + \
+        sum(params.model(m).step_cost for m in study.variant_models) * study.variant_datasets_per_rho
+    return [Cell(f"sparse_vae_fit@{float(rho)!r}", None, max(study.train.steps, 1) * per_rho) for rho in study.rhos]
 
 
 def run_sparse_vae_fit(params: Params, rho: str) -> Path:

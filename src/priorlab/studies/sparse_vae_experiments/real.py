@@ -253,6 +253,23 @@ def real_rows(params: Params) -> dict[str, Any]:
     return {"movielens_rows": ml_rows, "topics": topics, "single_cell_rows": sc_rows}
 
 
+def cells(params: Params) -> list:
+    """The real-data cells (:mod:`priorlab.studies.cells`): ``sparse_vae_real`` (MovieLens and PBMC, every
+    model on every split) and a ``sparse_vae_ablation`` stage per MovieLens diagnosis arm."""
+    from priorlab.studies.cells import Cell
+
+    sv = params.sparse_vae_study
+
+    def cost(study) -> float:
+        return sum(max(study.train.steps, 1) * study.splits * params.model(m).step_cost for m in study.models)
+
+    out = []
+    if sv.movielens.models or sv.single_cell.models:
+        out.append(Cell("sparse_vae_real", None, cost(sv.movielens) + cost(sv.single_cell)))
+    out += [Cell(f"sparse_vae_ablation@{name}", None, cost(arm)) for name, arm in sv.movielens_ablations.items()]
+    return out
+
+
 def run_sparse_vae_real(params: Params) -> Path:
     """``sparse_vae_real``: fit and score the real-data models; writes
     ``models/sparse_vae_experiments/real/`` (``rows.json`` and every fitted net) and
