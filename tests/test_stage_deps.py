@@ -149,8 +149,9 @@ def test_every_grid_dvc_expands_is_named_and_must_be_spelled_out(tmp_path):
 
 
 def test_every_distribution_the_library_imports_is_declared_and_pinned():
-    """issue 44: each third-party module priorlab imports (at module level or inside a function) comes from
-    a distribution declared in pyproject.toml (dependencies or an extra) and pinned in requirements.txt."""
+    """issue 44: each third-party module priorlab or stagerun imports (at module level or inside a function)
+    comes from a distribution declared in pyproject.toml (dependencies or an extra) and pinned in
+    requirements.txt."""
     import ast
     import importlib.metadata as md
     import re
@@ -161,13 +162,13 @@ def test_every_distribution_the_library_imports_is_declared_and_pinned():
     except ModuleNotFoundError:  # Python < 3.11
         pytest.skip("tomllib needs Python 3.11")
     names = set()
-    for f in (ROOT / "src" / "priorlab").rglob("*.py"):
+    for f in (ROOT / "src").rglob("*.py"):
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.Import):
                 names |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-    third = sorted(n for n in names if n not in sys.stdlib_module_names and n != "priorlab")
+    third = sorted(n for n in names if n not in sys.stdlib_module_names and n not in ("priorlab", "stagerun"))
     dists = md.packages_distributions()
 
     def norm(name: str) -> str:
