@@ -11,16 +11,17 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 __version__ = "0.1.0"
 
 
-_PUBLIC = {"model": "priorlab.estimator", "load": "priorlab.estimator", "Estimator": "priorlab.estimator",
-           "metrics": "priorlab.metrics"}
-"""The public API (:mod:`priorlab.estimator`), imported on first use: ``import priorlab`` stays light
-for the stage scripts, which must set the environment above before torch is imported."""
+_API = ("model", "load", "Estimator")
+"""The public API (:mod:`priorlab.estimator`) and :mod:`priorlab.metrics`, imported on first use:
+``import priorlab`` stays light for the stage scripts, which must set the environment above before torch
+is imported."""
 
 
 def __getattr__(name: str):
-    if name in _PUBLIC:
-        import importlib
+    import importlib
 
-        module = importlib.import_module(_PUBLIC[name])
-        return module if module.__name__.endswith(name) else getattr(module, name)
+    if name in _API:
+        return getattr(importlib.import_module("priorlab.estimator"), name)
+    if name == "metrics":
+        return importlib.import_module("priorlab.metrics")
     raise AttributeError(f"module 'priorlab' has no attribute {name!r}")

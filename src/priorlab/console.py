@@ -95,13 +95,9 @@ def run_fit(ns: argparse.Namespace) -> Path:
     write_json(work / "metrics.json", record)
     title = f"{ns.model} on {Path(ns.data).name}"
     if model.encoding.kind == "image" and isinstance(model.module, Generative):
-        import torch
-
-        from priorlab.data.store import prepare_observations
         from priorlab.plots.reconstructions import plot_reconstructions
 
-        x = prepare_observations(torch.as_tensor(data.x[:12]), "none", model.encoding.pixel_max)
-        plot_reconstructions(model.module, x, work / "figure.png", title)
+        plot_reconstructions(model.module, model.prepare(data.x[:12]), work / "figure.png", title)
     else:
         from priorlab.plots.latents import plot_latents
 

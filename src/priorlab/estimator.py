@@ -34,7 +34,7 @@ from priorlab.config import MODEL_PARAMS, ModelParams, OptimParams, ParamsError,
 from priorlab.config import parse_entry
 from priorlab.data.arrays import Encoding, check_support, class_codes, observations
 from priorlab.data.store import Dataset, prepare_observations, user_dataset
-from priorlab.errors import UserError
+from priorlab.errors import DataError, UserError
 from priorlab.evaluation import representation_function
 from priorlab.io import load_torch, save_torch
 from priorlab.models import build_model
@@ -190,7 +190,8 @@ class Estimator:
             raise UserError(f"priorlab.model({self.kind!r}) is not fitted yet: call fit(X) first")
         return self.module
 
-    def _inputs(self, X, layer: str | None = None) -> torch.Tensor:
+    def prepare(self, X, layer: str | None = None) -> torch.Tensor:
+        """``X`` as the fitted model's input: checked against the rows it was fitted on, float32, images in [0, 1]."""
         self._fitted()
         x = observations(X, layer)
         self.encoding.check(x)
@@ -202,7 +203,7 @@ class Estimator:
         per row, seeded) — what the pipeline's metrics score."""
         if kind not in ("mean", "sample"):
             raise ParamsError(f"kind must be 'mean' or 'sample', got {kind!r}")
-        x = self._inputs(X, layer)
+        x = self.prepare(X, layer)
         return representation_function(self._fitted(), lambda b: b, batch_size, kind, seed)(x)
 
     @torch.no_grad()
@@ -212,7 +213,7 @@ class Estimator:
         model = self._fitted()
         if not isinstance(model, Generative):
             raise UserError(f"kind {self.kind} has no decoder to reconstruct with")
-        return model.reconstruct(self._inputs(X, layer)).double().numpy()
+        return model.reconstruct(self.prepare(X, layer)).double().numpy()
 
     def score(self, X, *, layer: str | None = None, iw_samples: int = 100, batch_size: int = 250,
               seed: int = 0) -> dict[str, float]:
@@ -221,7 +222,7 @@ class Estimator:
         model = self._fitted()
         if not isinstance(model, ElboModel):
             raise UserError(f"kind {self.kind} has no ELBO to score")
-        x = self._inputs(X, layer)
+        x = self.prepare(X, layer)
         state = torch.get_rng_state()
         torch.manual_seed(seed)
         try:
@@ -237,7 +238,7 @@ class Estimator:
         model = self._fitted()
         if not isinstance(model, VSC):
             raise UserError(f"spikes: kind {self.kind} has no spike-and-slab posterior (VSC has)")
-        return model.spike_probabilities(self._inputs(X, layer)).double().numpy()
+        return model.spike_probabilities(self.prepare(X, layer)).double().numpy()
 
     def masks(self) -> np.ndarray:
         """The sparse VAE only: the decoder mask's inclusion probabilities p*_jk ``[features, latent_dim]``
@@ -269,8 +270,6 @@ def model(kind: str, **settings: Any) -> Estimator:
 
 def load(path: str | Path) -> Estimator:
     """A model saved by :meth:`Estimator.save`."""
-    from priorlab.errors import DataError
-
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")

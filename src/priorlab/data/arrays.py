@@ -130,7 +130,7 @@ def check_support(x: np.ndarray, encoding: Encoding, likelihood: str, what: str 
 def class_codes(labels, n: int, what: str = "labels") -> tuple[np.ndarray, list[str] | None]:
     """Integer class codes ``[n]`` of ``labels`` (integers as given; other values numbered in sorted
     order, their names returned)."""
-    y = as_array(labels, what=what).reshape(-1) if not isinstance(labels, list) else np.asarray(labels)
+    y = as_array(labels, what=what).reshape(-1)
     if len(y) != n:
         raise DataError(f"{what}: {len(y)} values for {n} observations")
     if np.issubdtype(y.dtype, np.integer):
