@@ -7,6 +7,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see priorlab/__init__.py
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+# DVC sets up its log handlers when first imported, on the sys.stdout / sys.stderr of that moment.  Imported
+# first inside a test that uses capsys, they would write to that test's capture stream, closed after it, and
+# every later in-process DVC call of the worker would fail ("I/O operation on closed file"), depending on
+# the order of the tests.  Imported here, they hold the session's own capture streams.
+import dvc.logger  # noqa: E402,F401
+
 
 @pytest.fixture(scope="module")
 def single_thread():
@@ -19,7 +25,7 @@ def single_thread():
 
 @pytest.fixture(scope="session")
 def tiny_serial(tmp_path_factory):
-    """The tiny profile after one serial `dvc repro` in a git copy of the project (tests/tiny_pipeline.py)."""
+    """The tiny profile after one serial run in a git copy of the project (tests/tiny_pipeline.py)."""
     from tests.tiny_pipeline import serial_tiny
 
     return serial_tiny(tmp_path_factory.mktemp("project"))

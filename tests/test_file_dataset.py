@@ -78,6 +78,7 @@ def test_a_model_trains_and_is_scored_on_it_through_the_stages(project):
     params = parse_params(raw_params())
     pipeline.run_data(params, "mine")
     pipeline.run_pretrain(params, "mine")
+    pipeline.run_setup_runs(params)
     pipeline.run_prior_init(params, "mine")
     pipeline.run_train(params, "mine-vae-0")
     result = pipeline.run_evaluate(params, "mine-vae-0")
@@ -106,6 +107,7 @@ def test_the_api_fits_the_weights_of_the_pipelines_train_stage(project, kind):
     params = parse_params(raw)
     pipeline.run_data(params, "mine")
     pipeline.run_pretrain(params, "mine")
+    pipeline.run_setup_runs(params)
     pipeline.run_prior_init(params, "mine")
     pipeline.run_train(params, "mine-vae-0")
     stage = load_torch(paths.train_dir("mine-vae-0", "custom") / "model.pt")["state_dict"]
@@ -153,8 +155,9 @@ def test_factors_in_a_file_are_scored_on_its_test_rows(project):
     rows = table.sample_observations_from_factors(got_f, 1)  # a row of the table with each factor vector
     for f, row in zip(got_f, rows):
         assert any(np.array_equal(row, x) for x in table.observations[(table.factors == f).all(axis=1)])
-    for name in ("pretrain", "prior_init"):
-        getattr(pipeline, f"run_{name}")(params, "mine")
+    pipeline.run_pretrain(params, "mine")
+    pipeline.run_setup_runs(params)
+    pipeline.run_prior_init(params, "mine")
     pipeline.run_train(params, "mine-vae-0")
     scores = pipeline.run_evaluate(params, "mine-vae-0")["disentanglement"]
     assert 0 <= scores["mig"] <= 1 and 0 <= scores["dci"]["disentanglement"] <= 1, scores
@@ -162,3 +165,27 @@ def test_factors_in_a_file_are_scored_on_its_test_rows(project):
         table.sample_observations_from_factors(np.array([[9, 9]]), 0)
     with pytest.raises(ParamsError, match="factors are read from .npz files"):
         parse_params(raw_params(factors="f"))
+
+
+def test_prior_init_reads_the_setup_runs_file_of_these_params_or_refuses(project):
+    """issue 44: ``prior_init@<setup>`` depends on ``models/setup_runs/<setup>.json``, not on the whole
+    ``models`` / ``runs`` sections; it checks the file is its params' slice, so a stale file is one line."""
+    from priorlab import pipeline
+
+    params = parse_params(raw_params())
+    pipeline.run_data(params, "mine")
+    pipeline.run_pretrain(params, "mine")
+    with pytest.raises(ParamsError, match="run the setup_runs stage first"):
+        pipeline.run_prior_init(params, "mine")  # no file yet
+    pipeline.run_setup_runs(params)
+    recorded = json.loads(paths.setup_runs_file("mine").read_text())
+    assert recorded["runs"] == {"mine-vae-0": {"model": "vae", "seed": 0, "settings": params.model("vae").fields()}}
+    raw = raw_params()
+    raw["models"]["vae"]["beta"] = 2.0  # a setting prior_init reads, changed after the file was written
+    with pytest.raises(ParamsError, match="older than params.yaml's runs of setup 'mine'"):
+        pipeline.run_prior_init(parse_params(raw), "mine")
+    raw = raw_params()
+    raw["runs"]["other-vae-0"] = {"setup": "mine", "model": "vae", "seed": 1, "group": "custom"}
+    with pytest.raises(ParamsError, match="older than"):
+        pipeline.run_prior_init(parse_params(raw), "mine")
+    pipeline.run_prior_init(params, "mine")

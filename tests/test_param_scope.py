@@ -18,7 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # value DVC cannot key a dependency by (supervised_ceiling.targets, a mapping; mssc_study.patches, which
 # is "" when off, and `datasets.` is an error to DVC); none trains a grid of models
 WHOLE_SECTION_READERS = {"supervised_ceiling", "mssc_patches@mssc_bars", "mssc_patches@linear_ssc_bars",
-                         "mssc_experiments", "report"}
+                         "mssc_experiments", "report", "setup_runs"}
+# stages that track every run: the one that writes each setup's slice (prior_init@<setup> reads its own
+# file, issue 44: the lock records `runs` and `models` once, not once per setup) and the aggregators
+RUN_READERS = {"setup_runs", "figures", "report"}
 
 
 def _tracked_params(project: Path) -> dict[str, dict]:
@@ -48,12 +51,17 @@ def test_a_new_setup_and_data_set_leave_every_existing_stage_but_the_whole_secti
     grown["datasets"]["smiley_b"] = {**raw["datasets"]["smiley"], "seed": 1}
     grown["setups"]["smiley18_r9"] = {**raw["setups"]["smiley18"], "dataset": "smiley_b", "seed": 9}
     grown["setups"]["smiley60_r9"] = {**raw["setups"]["smiley60"], "seed": 9}
+    entry = next(e for e in raw["runs"].values() if e["setup"] == "smiley18")  # and a run on an old setup
+    run = f"smiley18-{entry['model']}-9"
+    grown["runs"][run] = {**entry, "seed": 9}
     before = _tracked_params(_project(tmp_path / "before", raw))
     after = _tracked_params(_project(tmp_path / "after", grown))
 
     assert {"pretrain@smiley18_r9", "prior_init@smiley60_r9", "data@smiley_b"} <= set(after) - set(before)
     changed = {name for name in before if before[name] != after[name]}
-    assert changed <= WHOLE_SECTION_READERS, sorted(changed - WHOLE_SECTION_READERS)
+    assert changed <= WHOLE_SECTION_READERS | RUN_READERS, sorted(changed - WHOLE_SECTION_READERS - RUN_READERS)
+    assert f"train@{run}" in after and "prior_init@smiley18" not in changed
+    assert all(set(tracked) == {"threads", "device"} for name, tracked in after.items() if name.startswith("prior_init@"))
     # the study cells still track their own setup and data set: a change there reruns them
     isa_setup = raw["isa_study"]["setup"]
     cell = next(name for name in after if name.startswith("isa_fit@"))

@@ -286,7 +286,8 @@ def test_a_shard_stopped_by_a_signal_runs_no_further_step(monkeypatch, capsys):
     monkeypatch.setattr(shard_module, "restore_only", lambda root, targets, log=None: ([], []))
     monkeypatch.setattr(shard_module, "_has_remote", lambda root, remote: False)
     assert main(["-C", str(ROOT), "run", "--shard", "0/1"]) == 143
-    assert len(calls) == 1 and all(t.startswith("data@") for t in calls[0])
+    assert len(calls) == 1 and all(t.startswith("data@") or t in shard_module.EVERY_SHARD for t in calls[0])
+    assert set(shard_module.EVERY_SHARD) <= set(calls[0])  # computed by every shard, in its first step
     out = capsys.readouterr().out
     assert "interrupted (SIGTERM): stopped 1 running stage(s) (data@dsprites), recorded 1 finished" in out
 

@@ -98,6 +98,12 @@ def read_json(path: str | Path) -> Any:
         raise DataError(f"{path}: corrupt JSON ({exc.msg} at line {exc.lineno})") from exc
 
 
+def as_read_back(obj: Any) -> Any:
+    """``obj`` as :func:`write_json` writes it and :func:`read_json` reads it back (tuples become lists,
+    NumPy scalars numbers): what a recorded file is compared with."""
+    return json.loads(json.dumps(obj, sort_keys=True, default=_json_default))
+
+
 def _json_default(obj):
     if isinstance(obj, np.generic):
         return obj.item()

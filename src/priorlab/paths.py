@@ -24,6 +24,15 @@ def pretrain_dir(setup: str) -> Path:
     return MODELS / "pretrain" / setup
 
 
+def setup_runs_root() -> Path:
+    """Output of ``setup_runs``: ``<setup>.json`` per setup, what its ``prior_init@`` reads of the params."""
+    return MODELS / "setup_runs"
+
+
+def setup_runs_file(setup: str) -> Path:
+    return setup_runs_root() / f"{setup}.json"
+
+
 def prior_init_root(setup: str) -> Path:
     """Output of ``prior_init@<setup>``: one folder per run of the setup (and ``runs.json``)."""
     return MODELS / "prior_init" / setup

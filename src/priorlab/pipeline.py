@@ -15,7 +15,7 @@ from pathlib import Path
 from priorlab import paths
 from priorlab.config import ModelParams, OptimParams, Params, ParamsError
 from priorlab.data.store import Dataset, build_arrays, ground_truth, write_dataset
-from priorlab.io import load_torch, read_json, write_json
+from priorlab.io import as_read_back, load_torch, read_json, write_json, write_json_folder
 from priorlab.metric_registry import headline
 from priorlab.models.protocol import Model
 from priorlab.phases import (fingerprint, fit_phase, load_model, load_setup_data, new_model, pretrain_spec,
@@ -91,6 +91,28 @@ def runs_of_setup(params: Params, setup: str) -> list[str]:
     return [name for name, r in params.runs.items() if r.setup == setup]
 
 
+def setup_runs_record(params: Params, setup: str) -> dict:
+    """Everything ``prior_init@<setup>`` reads from ``setups``, ``models``, ``runs`` and ``train``: the
+    setup's settings, the training seed, and each of its runs with its model's settings."""
+    runs = {}
+    for run in runs_of_setup(params, setup):
+        _, model_name, seed = _run_parts(params, run)
+        runs[run] = {"model": model_name, "seed": seed, "settings": params.model(model_name).fields()}
+    record = {"setup": setup, "settings": params.setup(setup).record(), "train_seed": params.train.seed, "runs": runs}
+    return as_read_back(record)
+
+
+def run_setup_runs(params: Params) -> dict:
+    """``setup_runs``: one file per setup (``models/setup_runs/<setup>.json``) holding its slice of the
+    params (:func:`setup_runs_record`).  ``prior_init@<setup>`` depends on its own file, not on the whole
+    ``models`` and ``runs`` sections: a new run or a changed model reruns only the setups it belongs to,
+    and ``dvc.lock`` records those sections once instead of once per setup (it grows linearly with
+    the runs)."""
+    records = {setup: setup_runs_record(params, setup) for setup in params.setups}
+    write_json_folder(paths.setup_runs_root(), records)
+    return records
+
+
 def run_prior_init(params: Params, setup: str) -> dict:
     """``prior_init@<setup>``: for every run of the setup, start from the pretrained nets and fit
     the prior with them frozen (paper 001, §2.4: the GMM initialisation of the mixture prior).
@@ -102,6 +124,10 @@ def run_prior_init(params: Params, setup: str) -> dict:
     (the files of unchanged runs are rewritten byte for byte).  ``warm_start: scratch`` models start
     from fresh weights instead.
     """
+    recorded = paths.setup_runs_file(setup)
+    if not recorded.is_file() or read_json(recorded) != setup_runs_record(params, setup):
+        raise ParamsError(f"{recorded} is missing or older than params.yaml's runs of setup {setup!r}: "
+                          "run the setup_runs stage first (dvc repro runs it)")
     data = load_setup_data(params, setup)
     pre = load_torch(paths.pretrain_dir(setup) / "model.pt") if params.setup(setup).pretraining else None
     written = {}

@@ -174,10 +174,37 @@ def save_run(stage) -> None:
         raise RecordError(f"stage {stage.addressing} exited 0 but DVC cannot record it: {exc}") from exc
 
 
+def keep_ignored(stage) -> None:
+    """Git-ignore the cached outputs of an up-to-date ``stage`` that git does not ignore yet.  A failed
+    ``dvc repro`` keeps the stages it finished in ``dvc.lock`` but takes back the ``.gitignore`` entries it
+    added for them (DVC's ``scm_context`` undoes its ignores on an error): a ``git add -A`` afterwards
+    would commit those outputs to git, and DVC then refuses to rerun them."""
+    for out in stage.outs:
+        if out.use_cache and out.use_scm_ignore:
+            stage.repo.scm_context.ignore(out.fspath)
+
+
 def write_lock(stages: Sequence) -> None:
     """Write the ``dvc.lock`` entries of the saved ``stages`` in one dump (DVC rewrites the whole file)."""
     if stages:
         stages[0].dvcfile.dump_stages(list(stages), update_pipeline=False)
+
+
+def prune_lock(repo) -> list[str]:
+    """Drop the ``dvc.lock`` entries of stages the pipeline no longer has (a renamed run, a removed
+    ``foreach`` item): DVC keeps them forever; returns their names.  Edited through DVC's own YAML
+    round trip, so the rest of the file stays byte for byte as DVC wrote it."""
+    from dvc.utils.serialize import modify_yaml
+
+    lock = Path(repo.root_dir) / "dvc.lock"
+    if not lock.is_file():
+        return []
+    names = {s.addressing for s in repo.index.stages}
+    with modify_yaml(str(lock)) as data:
+        gone = [name for name in data.get("stages", {}) if name not in names]
+        for name in gone:
+            del data["stages"][name]
+    return gone
 
 
 # --------------------------------------------------------------------------- remotes and the run-cache

@@ -180,6 +180,8 @@ class _Run:
                 # up to date now, but a stale upstream stage runs first: its new outputs rerun this one
                 self.log(f"downstream: {name} (reruns when the stages it depends on change their outputs)")
                 return self._finish(stage, "downstream")
+            if not self.dry:
+                dvc_adapter.keep_ignored(stage)
             return self._finish(stage, "skipped")
         if self.dry:
             self.log(f"stale: {name}: {stage.cmd}")
@@ -400,14 +402,17 @@ def record(targets: Sequence[str] | None = None, root: str | Path = ".", log=pri
     """Record the workspace's outputs of ``targets`` (and their upstream; default all) in ``dvc.lock``
     without running anything, as ``dvc commit --force`` does, in one pass over DVC's index (``dvc commit``
     re-reads the whole pipeline per target: minutes for this project, seconds here).  For a change that
-    provably leaves outputs as they are (a refactor, a comment); it records whatever is on disk."""
+    provably leaves outputs as they are (a refactor, a comment); it records whatever is on disk.  A whole
+    record (no ``targets``) also drops the entries of stages the pipeline no longer has."""
     require_tested_dvc()
     with dvc_adapter.open_repo(root) as repo, parse_params_once(), dvc_adapter.hash_code_dirs_once(repo):
         stages = dvc_adapter.select(repo, targets)
         for stage in stages:
             dvc_adapter.save_run(stage)
         dvc_adapter.write_lock(stages)
-    log(f"recorded {len(stages)} stage(s) in dvc.lock as they are on disk")
+        gone = dvc_adapter.prune_lock(repo) if not targets else []
+    log(f"recorded {len(stages)} stage(s) in dvc.lock as they are on disk"
+        + (f"; dropped {len(gone)} entr{'y' if len(gone) == 1 else 'ies'} of stages the pipeline no longer has" if gone else ""))
     return [s.addressing for s in stages]
 
 

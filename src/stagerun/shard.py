@@ -23,7 +23,7 @@ share, then its runs are cut into that many pieces; pieces go largest first to t
 shard, by an estimate of their training cost (steps times a per-kind cost per step).  The split
 depends only on ``params.yaml``: the same on every machine, whatever the order of its entries.
 A shard runs in three steps, each pushed before the next (so no shard waits for long): the
-``data@`` stages it owns; the ``pretrain@``/``prior_init@`` stages it owns; its runs.
+``data@`` stages it owns (and :data:`EVERY_SHARD`); the ``pretrain@``/``prior_init@`` stages it owns; its runs.
 
 **What is pushed.**  ``dvc push --run-cache`` sends the run-cache entries and the cached outputs of
 ``dvc.lock``, not the metrics and curves that are in git (``cache: false``), which a run-cache
@@ -54,6 +54,10 @@ WAIT_S = 12 * 3600.0
 100k steps: minutes to an hour on one GPU)."""
 
 POLL_S = 60.0
+
+EVERY_SHARD = ("setup_runs",)
+"""Stages every shard computes itself, first: cheap and deterministic (files written from the params),
+and read by the ``prior_init@`` stages a shard restores (the run-cache key includes them)."""
 
 
 class ShardError(UserError, ValueError):
@@ -381,7 +385,7 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
     own_data = [s for s in shard.owns if s.startswith("data@")]
     own_setups = [s for s in shard.owns if s.startswith("prior_init@")]
     foreign_data = {s: o for s, o in shard.needs.items() if s.startswith("data@")}
-    steps = [(own_data, {}), (own_setups, foreign_data), (shard.targets, shard.needs)]
+    steps = [(own_data + list(EVERY_SHARD), {}), (own_setups, foreign_data), (shard.targets, shard.needs)]
     ran = restored = 0
     for targets, needs in steps:
         if needs:
