@@ -1,6 +1,8 @@
 """The paper profile against the papers' own settings (issue 28): ``profiles/paper_settings.yaml`` lists
-each setting a paper states, its source and the param holding it; ``profiles/paper.yaml`` must hold it,
-or the entry must give the reason it does not (``deviation`` or ``missing``)."""
+each setting a paper states, its source and the param holding it — or, for what a name does not show
+(issue 43), the quantity read from the built models (``measure``: a run's steps with its pretraining, a
+net's parameter count); ``profiles/paper.yaml`` must hold it, or the entry must give the reason it does not
+(``deviation`` or ``missing``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 import yaml
 
 from priorlab.config import parse_params
+from priorlab.studies.fidelity import effective_steps, parameter_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "profiles" / "paper_settings.yaml"
@@ -34,6 +37,24 @@ def same(a, b) -> bool:
     return a == b
 
 
+def measured(params, measure: dict) -> dict[str, object]:
+    """What a ``measure`` entry reads from the built models: label -> value.  ``steps``: the optimiser steps
+    that train each of ``runs`` (its pretraining included when it starts from one); ``parameters``: the
+    trainable parameters of ``model`` on ``setup``'s nets, in the modules ``part`` (or ``total``)."""
+    if measure["kind"] == "steps":
+        return {f"steps of {run} (pretraining included)": effective_steps(params, run)["total"] for run in measure["runs"]}
+    counts = parameter_counts(params, measure["setup"], measure["model"], tuple(measure["obs_shape"]))
+    parts = measure.get("part", ["total"])
+    return {f"parameters of {measure['model']} ({' + '.join(parts)})": sum(counts[part] for part in parts)}
+
+
+def held_values(params, entry: dict) -> dict[str, object]:
+    """Each param of an entry, or each quantity its ``measure`` reads, -> its value in ``params``."""
+    if "measure" in entry:
+        return measured(params, entry["measure"])
+    return {p: resolve(params, p) for p in entry["params"]}
+
+
 def disagreements(raw_params: dict, table: dict) -> list[str]:
     """One line per table entry the params contradict: a stated value not held without a note, or a
     note on a value that is held (a stale note)."""
@@ -41,11 +62,12 @@ def disagreements(raw_params: dict, table: dict) -> list[str]:
     out = []
     for paper, entries in table.items():
         for e in entries:
-            held = [same(resolve(params, p), e["value"]) for p in e["params"]]
+            values = held_values(params, e)
+            held = [same(v, e["value"]) for v in values.values()]
             note = next((k for k in NOTES if k in e), None)
             where = f"{paper} {e['setting']} ({e['source']})"
             if note is None and not all(held):
-                bad = [f"{p} = {resolve(params, p)!r}" for p, h in zip(e["params"], held) if not h]
+                bad = [f"{p} = {v!r}" for (p, v), h in zip(values.items(), held) if not h]
                 out.append(f"{where}: the paper states {e['value']!r}; {', '.join(bad)}")
             if note is not None and any(held):
                 out.append(f"{where}: marked {note} but the params hold the stated value: remove the note")
@@ -67,10 +89,9 @@ def test_every_entry_is_complete_and_names_real_params(table, paper):
     assert set(table) == {"001", "002", "003", "004"}
     for entries in table.values():
         for e in entries:
-            assert {"setting", "stated", "source", "params", "value"} <= set(e), e
+            assert {"setting", "stated", "source", "value"} <= set(e) and ("params" in e) != ("measure" in e), e
             assert sum(k in e for k in NOTES) <= 1 and all(e.get(k, "x").strip() for k in NOTES), e
-            for p in e["params"]:
-                resolve(params, p)  # raises on a param that does not exist
+            assert held_values(params, e)  # raises on a param, run or module that does not exist
 
 
 def test_the_paper_profile_holds_every_stated_setting_or_says_why_not(table, paper):
@@ -96,3 +117,25 @@ def test_the_table_lists_what_is_still_missing(table):
     assert ("002", "batch size (beta-VAE)") not in missing  # a family of beta-VAE entries per study (D.1, D.2)
     assert ("001", "encoder") not in missing  # the 8-layer CNN (nets.conv.StridedConvEncoder)
     assert ("002", "batch size (VSC)") not in missing  # models' own optimiser settings (PhaseOverrides)
+
+
+def test_a_measured_row_sees_what_a_param_name_does_not(table, paper):
+    """issue 43: a β-VAE baseline that warm-starts from the setup's N(0, I) pretraining still reads
+    ``train_steps: 70000``, the stated length; what it runs, pretraining included, is longer."""
+    planted = copy.deepcopy(paper)
+    planted["models"]["fmnist_beta_vae_b1"]["warm_start"] = "pretrain"
+    params = parse_params(copy.deepcopy(planted))
+    pretrain = effective_steps(params, "fmnist60-fmnist_beta_vae_b1-0")["pretrain"]
+    assert pretrain > 0
+    lines = disagreements(planted, table)
+    assert len(lines) == 1 and lines[0].startswith("002 beta-VAE training length, pretraining included (Fashion-MNIST)")
+    assert f"steps of fmnist60-fmnist_beta_vae_b1-0 (pretraining included) = {70000 + pretrain}" in lines[0]
+
+
+def test_parameter_counts_are_the_built_modules():
+    """The FactorVAE discriminator of paper 004's A.4 on 25 latents, counted by hand: Linear(25, 1000), four
+    Linear(1000, 1000), Linear(1000, 2), weights and biases."""
+    params = parse_params(yaml.safe_load((ROOT / "profiles" / "paper.yaml").read_text()))
+    counts = parameter_counts(params, "dsprites_isa", "isa_factor_vae", (1, 64, 64))
+    assert counts["discriminator"] == 25 * 1000 + 1000 + 4 * (1000 * 1000 + 1000) + 1000 * 2 + 2
+    assert counts["total"] == sum(n for name, n in counts.items() if name != "total")
