@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 from priorlab.errors import UserError
 
 
@@ -24,16 +26,24 @@ def _one_of(key: str, value, allowed) -> None:
         raise ParamsError(f"{key}: unknown value {value!r}; allowed: {', '.join(map(str, allowed))}")
 
 
-def builder_for(params, names: dict[str, type], builders: dict[type, object], what: str):
-    """The builder of a tagged-union entry (``params.kind``) of a ``what`` ("model", "prior", "data
-    set"): its kind must be registered in ``names`` (the one registry of names, e.g. ``MODEL_PARAMS``)
-    with exactly ``params``' class, and ``builders`` (keyed by parameter class) must hold one."""
+def builder_for(params, names: dict[str, type], what: str):
+    """The builder of a tagged-union entry (``params.kind``) of a ``what`` ("model", "prior", "data set"):
+    its kind must be registered in ``names`` (the one registry of a kind, e.g. ``MODEL_PARAMS``) with
+    exactly ``params``' class, and that class declares its builder itself (``BUILDER``, not inherited):
+    a ``"module:name"`` path into the layer that builds it (above this one, imported when the first entry
+    is built), or, for a class defined beside its builder (a test's kind, a user's), the builder itself."""
     cls = names.get(params.kind)
     if cls is None:
         raise ValueError(f"unknown {what} kind {params.kind!r}; allowed: {', '.join(names)}")
     if type(params) is not cls:
         raise TypeError(f"{what} kind {params.kind!r} takes {cls.__name__}, got {type(params).__name__}")
+    builder = vars(cls).get("BUILDER")
+    if builder is None:
+        raise ValueError(f"{what} kind {params.kind!r} ({cls.__name__}) declares no BUILDER")
+    if not isinstance(builder, str):
+        return builder
+    module, _, name = builder.partition(":")
     try:
-        return builders[cls]
-    except KeyError:
-        raise ValueError(f"{what} kind {params.kind!r} ({cls.__name__}) has no builder") from None
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise ValueError(f"{what} kind {params.kind!r}: BUILDER {builder!r} names no 'module:name'") from None

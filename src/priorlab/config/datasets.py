@@ -15,8 +15,8 @@ class DatasetParams:
     """One data set built by the ``data`` stage (a ``datasets:`` entry).
 
     Data set kinds subclass this with their own settings and register their name in
-    ``DATASET_PARAMS`` (the one registry of names); an entry is parsed into the class of its
-    ``kind``.  How each kind is built: :mod:`priorlab.data.registry`, keyed by that class.
+    ``DATASET_PARAMS`` (the one registry of data sets); an entry is parsed into the class of its
+    ``kind``, which names its :class:`~priorlab.data.registry.DatasetBuilder` in ``BUILDER``.
     """
 
     kind: str
@@ -35,6 +35,7 @@ class DatasetParams:
 @dataclass(frozen=True)
 class SmileyParams(DatasetParams):
     """Smiley faces (VSC paper, supplement E)."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:SMILEY"
 
     presence_prob: float = 0.5  # probability of each of the 4 attributes
 
@@ -47,6 +48,7 @@ class SmileyParams(DatasetParams):
 @dataclass(frozen=True)
 class DSpritesParams(DatasetParams):
     """Procedural dSprites: points of the full factor grid."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:DSPRITES"
 
     resolution: int = 32  # 64 (original) or 32 (cpu variant)
 
@@ -58,6 +60,7 @@ class DSpritesParams(DatasetParams):
 @dataclass(frozen=True)
 class MNISTParams(DatasetParams):
     """MNIST-format images with class labels: kinds ``mnist`` and ``fashion_mnist``."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:MNIST_FORMAT"
 
     binarise: Literal["none", "threshold", "stochastic"] = "none"  # keep grey levels, or binarise once
 
@@ -65,6 +68,7 @@ class MNISTParams(DatasetParams):
 @dataclass(frozen=True)
 class SparseSyntheticParams(DatasetParams):
     """The sparse VAE's synthetic benchmark (paper 003, §2.2): 7 features of 2 correlated factors."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:SPARSE_SYNTHETIC"
 
     rho: float = 0.0  # correlation of the two factors
     noise_std: float = 0.5  # the released code's level (the text's σ² = 0.5 is std 0.707)
@@ -89,6 +93,7 @@ DATASET_PARAMS: dict[str, type[DatasetParams]] = {
 @dataclass(frozen=True)
 class BarsParams(DatasetParams):
     """The bars test (paper 000): H = 2R bars on an R x R grid, vectors [R²] (:mod:`priorlab.data.bars`)."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:BARS"
 
     R: int = 5
     variant: Literal["occlusion", "linear"] = "occlusion"  # bars combine by max, or add up
@@ -112,6 +117,7 @@ class BarsParams(DatasetParams):
 class ImagePatchesParams(DatasetParams):
     """Patches of scikit-learn's two sample photographs (paper 000's natural-image experiment),
     vectors [2·patch_size²] (ON/OFF channels) or [patch_size²] (:mod:`priorlab.data.patches`)."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:IMAGE_PATCHES"
 
     patch_size: int = 8
     preprocess: Literal["dog_on_off", "centre"] = "dog_on_off"
@@ -135,6 +141,7 @@ class MovieLensParams(DatasetParams):
     """Binarised MovieLens (paper 003, App. C.1): ratings ≥ 4 are 1, users with more than
     ``min_user_positives`` positives, the ``n_movies`` most-rated movies (G); rows are users, split
     by users (``n_train`` + ``n_test`` of them, seeded permutation)."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:MOVIELENS"
 
     n_movies: int = 300
     min_user_positives: int = 20
@@ -150,12 +157,14 @@ class PBMCParams(DatasetParams):
     """10x PBMC 68k reduced (scanpy; 700 cells × 765 genes): integer counts rebuilt from ``.raw``
     (kind ``pbmc``) or their quantile normalisation (kind ``pbmc_quantile``, App. C.1, reference =
     the training cells); cell types (``bulk_labels``) as class labels, never used in training."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:PBMC"
 
 
 @dataclass(frozen=True)
 class PBMCQuantileParams(PBMCParams):
     """Kind ``pbmc_quantile``: the settings of ``pbmc``; its own class because it is built into
     other observations (quantile-normalised floats, not counts)."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:PBMC_QUANTILE"
 
 
 DATASET_PARAMS["movielens"] = MovieLensParams
@@ -179,6 +188,7 @@ class FileParams(DatasetParams):
     instead of ``X``), ``labels`` (a column, ``obs`` column or array of class labels, never trained
     on by the unsupervised kinds) and ``factors`` (.npz: an integer array [N, K] of ground-truth factors,
     scored by MIG, DCI, SAP and modularity on the test rows) as the file needs them; ``""``: none."""
+    BUILDER: typing.ClassVar[str] = "priorlab.data.registry:FILE"
 
     path: str = ""
     observation: Literal["vector", "counts", "image"] = "vector"

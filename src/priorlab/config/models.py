@@ -15,10 +15,11 @@ from priorlab.config.lp_nested_layout import LpNestedLayout
 class PriorParams:
     """The prior p(z) of the ``vae`` and ``beta_tcvae`` kinds: a tagged union on ``kind``.
 
-    Prior kinds with settings subclass this and register their name in ``PRIOR_PARAMS`` (the one
-    registry of names; the builder is keyed by the class in ``priorlab.priors.PRIOR_BUILDERS``).  ``lr`` > 0 trains the prior's parameters in their own
-    optimiser group at that learning rate (0: the phase's lr).
+    Prior kinds with settings subclass this and register their name in ``PRIOR_PARAMS``, the one registry
+    of priors; each class names its builder in ``BUILDER`` (a function of :mod:`priorlab.priors`).  ``lr`` > 0
+    trains the prior's parameters in their own optimiser group at that learning rate (0: the phase's lr).
     """
+    BUILDER: typing.ClassVar[str] = "priorlab.priors:build_standard_normal"
 
     kind: str = "standard_normal"
     lr: float = 0.0
@@ -33,6 +34,7 @@ class LpNestedPriorParams(PriorParams):
     """The Lp-nested (ISA) prior of paper 004: root exponent ``p0`` over subspaces ``[p_l, n_l]``
     (n_l latents each, summing to the setup's latent_dim), exponents learned (kept > 1) in their
     own optimiser group at ``lr`` (the released code: 5e-4 against 1e-3 for the nets)."""
+    BUILDER: typing.ClassVar[str] = "priorlab.priors:build_lp_nested"
 
     kind: str = "lp_nested"
     p0: float = 2.1
@@ -91,9 +93,10 @@ class PhaseOverrides:
 class ModelParams:
     """A model: prior + encoder family + objective weights.
 
-    Model kinds with their own settings subclass this and register their name in
-    ``MODEL_PARAMS`` (the one registry of names; the builder is keyed by the class in
-    ``priorlab.models.MODEL_BUILDERS``); a ``models:`` entry is parsed into the class of its ``kind``.  ``prior``
+    Model kinds with their own settings subclass this and register their name in ``MODEL_PARAMS``, the
+    one registry of models; each class names its builder in ``BUILDER`` (``"module:function"`` of
+    :mod:`priorlab.models`, ``(setup, model, obs_shape) -> Model``, imported when first built); a ``models:``
+    entry is parsed into the class of its ``kind``.  ``prior``
     is used by the kinds whose prior is configurable (``vae``, ``beta_tcvae``); kinds with their
     own prior (``own_prior``) reject a non-default one.
     """
@@ -176,6 +179,7 @@ class VAEParams(ModelParams):
     ``released_code`` — paper 003's authors' scaling (``model/models.py``): a Gaussian reconstruction as an MSE mean
     over the features, the KL as a mean over the batch and the K latents, σ_j of a ``gaussian_ig``
     likelihood by the code's per-batch objective (see :class:`priorlab.models.elbo.LossScaling`)."""
+    BUILDER: typing.ClassVar[str] = "priorlab.models:build_vae"
 
     encoder_input: Literal["raw", "row_normalised"] = "raw"
     loss_scaling: Literal["paper", "released_code"] = "paper"
@@ -215,6 +219,7 @@ class VSCParams(ModelParams):
     option left at its paper default to the code's value (:meth:`resolved`; a value other than the
     paper default is kept).
     """
+    BUILDER: typing.ClassVar[str] = "priorlab.models:build_vsc"
 
     step_cost: typing.ClassVar[float] = 2.1  # issue 15's timings (ModelParams.step_cost)
 
@@ -271,6 +276,7 @@ class VSCParams(ModelParams):
 @dataclass(frozen=True)
 class BetaTCVAEParams(ModelParams):
     """β-TCVAE (Chen et al. 2018): weights of index-code MI, total correlation, dimension-wise KL."""
+    BUILDER: typing.ClassVar[str] = "priorlab.models:build_beta_tcvae"
 
     step_cost: typing.ClassVar[float] = 1.7  # issue 15's timings (ModelParams.step_cost)
 
@@ -297,6 +303,7 @@ class FactorialMixtureParams(ModelParams):
     ``label`` for MNIST) on a seeded ``labelled_fraction`` of the training points, with the
     cross-entropy weight ``delta`` for the first ``delta_steps`` train steps (0: all steps).
     """
+    BUILDER: typing.ClassVar[str] = "priorlab.models.fmvae:build_fmvae"
 
     step_cost: typing.ClassVar[float] = 6.5  # issue 15's timings (ModelParams.step_cost)
 
@@ -351,6 +358,7 @@ class FactorialMixtureParams(ModelParams):
 class PPCAParams(ModelParams):
     """Probabilistic PCA fitted by online EM (no pretraining, no optimiser): ``latent_dim`` of the
     setup components; step ρ_t = (τ0 + t)^−κ rescaled to ρ_1 = 1."""
+    BUILDER: typing.ClassVar[str] = "priorlab.models:build_ppca"
 
     own_prior: typing.ClassVar[bool] = True
     fitted_by_em: typing.ClassVar[bool] = True
@@ -378,6 +386,7 @@ MODEL_PARAMS["fmvae"] = FactorialMixtureParams
 class FactorVAEParams(ModelParams):
     """FactorVAE (Kim & Mnih 2018): γ on the discriminator's TC estimate; Adam settings as
     disentanglement_lib (VAE at ``train.lr`` with ``vae_betas``; discriminator at its own)."""
+    BUILDER: typing.ClassVar[str] = "priorlab.models:build_factor_vae"
 
     gamma: float = 40.0
     discriminator_hidden: list[int] = field(default_factory=lambda: [1000] * 6)
@@ -406,6 +415,7 @@ class SparseCodingModelParams(ModelParams):
     or ``linear_ssc`` (sum rule, the baseline); H = the setup's ``latent_dim``.  One training step
     is one EM iteration on the minibatch (:mod:`priorlab.models.mssc`); its W initialisation and
     sampler seed come from the run's seed like a net's weights."""
+    BUILDER: typing.ClassVar[str] = "priorlab.models:build_sparse_coding"
 
     own_prior: typing.ClassVar[bool] = True
     fitted_by_em: typing.ClassVar[bool] = True
@@ -453,6 +463,7 @@ class SparseVAEParams(VAEParams):
     eq. 57 (false: the released code's form). ``encoder_input``, ``loss_scaling``: as the ``vae``
     kind (``released_code`` also divides the SSL penalty by the batch size instead of N).
     ``prior_cov``: [] = Σ_z = I (B.1), else a K × K matrix (KL of B.2, eq. 59)."""
+    BUILDER: typing.ClassVar[str] = "priorlab.models:build_sparse_vae"
 
     own_prior: typing.ClassVar[bool] = True
     lambda0: float = 10.0

@@ -1,4 +1,5 @@
-"""The data set kinds the ``data`` stage can build: one :class:`DatasetBuilder` per parameter class.
+"""The data set kinds the ``data`` stage can build: one :class:`DatasetBuilder` per parameter class,
+named by the class's ``BUILDER``.
 
 A builder says how to generate the arrays of a data set, what its observations are
 (``"image"``: uint8 ``[C, H, W]``; ``"vector"``: float32 ``[G]``; ``"counts"``: integer
@@ -9,13 +10,13 @@ for data without known factors) and, for classified data, how many classes its l
 Adding a kind ``foo``:
 
 1. in :mod:`priorlab.config`, a frozen dataclass ``FooParams(DatasetParams)`` with only its own
-   settings and their ``check``, registered as ``DATASET_PARAMS["foo"] = FooParams`` (the one
-   registry of kind names);
+   settings and their ``check`` and ``BUILDER = "priorlab.data.registry:FOO"``, registered as
+   ``DATASET_PARAMS["foo"] = FooParams`` (the one registry of data sets);
 2. here, a function ``build_foo(params, rs)`` returning the arrays of all
    ``n_train + n_test`` rows (training rows first): ``x`` and, as the data set has them,
    ``factors`` (int64 ``[N, K]``, with a ``ground_truth``), ``labels`` (int64 ``[N]``, with
-   ``num_classes``) or extra per-row arrays; and its entry
-   ``DATASET_BUILDERS[FooParams] = DatasetBuilder(build_foo, observation_kind=..., version="1")``.
+   ``num_classes``) or extra per-row arrays; and
+   ``FOO = DatasetBuilder(build_foo, observation_kind=..., version="1")``.
 
 Bump ``version`` whenever a change alters the arrays a kind builds.
 """
@@ -27,9 +28,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from priorlab.config import (DATASET_PARAMS, BarsParams, DatasetParams, DSpritesParams, FileParams, ImagePatchesParams,
-                             MNISTParams, MovieLensParams, PBMCParams, PBMCQuantileParams, SmileyParams,
-                             SparseSyntheticParams)
+from priorlab.config import DATASET_PARAMS, DatasetParams, DSpritesParams, FileParams, MNISTParams, SmileyParams
 from priorlab.config.checks import builder_for
 from priorlab.data.arrays import observation_kind
 from priorlab.data.base import GroundTruthData
@@ -145,8 +144,8 @@ def _grey_levels(params: MNISTParams) -> int:
     return 255 if params.binarise == "none" else 1
 
 
-_MNIST_FORMAT = DatasetBuilder(build_mnist_format, observation_kind="image", version="1", num_classes=10,
-                               pixel_max=_grey_levels)
+MNIST_FORMAT = DatasetBuilder(build_mnist_format, observation_kind="image", version="1", num_classes=10,
+                              pixel_max=_grey_levels)  # kinds mnist and fashion_mnist
 
 def build_sparse_synthetic(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Paper 003 §2.2: z ~ N(0, [[1, ρ], [ρ, 1]]), x = f(z) + noise (f of eq. 9); the true z as ``sources``."""
@@ -159,13 +158,9 @@ def build_sparse_synthetic(params, rs: np.random.RandomState) -> dict[str, np.nd
     return {"x": x.astype(np.float32), "sources": z}
 
 
-DATASET_BUILDERS: dict[type[DatasetParams], DatasetBuilder] = {
-    SmileyParams: DatasetBuilder(build_smiley, observation_kind="image", version="1", ground_truth=_smiley_data),
-    DSpritesParams: DatasetBuilder(build_dsprites, observation_kind="image", version="1", ground_truth=_dsprites_data),
-    MNISTParams: _MNIST_FORMAT,  # kinds mnist and fashion_mnist
-    SparseSyntheticParams: DatasetBuilder(build_sparse_synthetic, observation_kind="vector", version="1"),
-}
-"""Parameter class (of ``priorlab.config.DATASET_PARAMS``, which names the kinds) → its builder."""
+SMILEY = DatasetBuilder(build_smiley, observation_kind="image", version="1", ground_truth=_smiley_data)
+DSPRITES = DatasetBuilder(build_dsprites, observation_kind="image", version="1", ground_truth=_dsprites_data)
+SPARSE_SYNTHETIC = DatasetBuilder(build_sparse_synthetic, observation_kind="vector", version="1")
 
 
 def build_bars(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
@@ -188,8 +183,8 @@ def build_image_patches(params, rs: np.random.RandomState) -> dict[str, np.ndarr
                                 tuple(params.dog_sigmas))}
 
 
-DATASET_BUILDERS[BarsParams] = DatasetBuilder(build_bars, observation_kind="vector", version="1")
-DATASET_BUILDERS[ImagePatchesParams] = DatasetBuilder(build_image_patches, observation_kind="vector", version="1")
+BARS = DatasetBuilder(build_bars, observation_kind="vector", version="1")
+IMAGE_PATCHES = DatasetBuilder(build_image_patches, observation_kind="vector", version="1")
 
 
 def _take_rows(kind: str, n_rows: int, params, rs: np.random.RandomState) -> np.ndarray:
@@ -224,10 +219,10 @@ def build_pbmc(params, rs: np.random.RandomState, quantile: bool = False) -> dic
     return {"x": x, "labels": labels}
 
 
-DATASET_BUILDERS[MovieLensParams] = DatasetBuilder(build_movielens, observation_kind="counts", version="1")
-DATASET_BUILDERS[PBMCParams] = DatasetBuilder(build_pbmc, observation_kind="counts", version="1", num_classes=10)
-DATASET_BUILDERS[PBMCQuantileParams] = DatasetBuilder(lambda p, rs: build_pbmc(p, rs, quantile=True),
-                                                   observation_kind="vector", version="1", num_classes=10)
+MOVIELENS = DatasetBuilder(build_movielens, observation_kind="counts", version="1")
+PBMC = DatasetBuilder(build_pbmc, observation_kind="counts", version="1", num_classes=10)
+PBMC_QUANTILE = DatasetBuilder(lambda p, rs: build_pbmc(p, rs, quantile=True), observation_kind="vector", version="1",
+                               num_classes=10)
 
 
 def read_file_rows(params: FileParams):
@@ -281,11 +276,10 @@ def _file_classes(params: FileParams) -> int | None:
     return len(data.class_names) if data.class_names is not None else int(data.labels.max(initial=-1)) + 1
 
 
-DATASET_BUILDERS[FileParams] = DatasetBuilder(build_file, observation_kind=lambda p: p.observation, version="1",
-                                              ground_truth=_file_ground_truth, num_classes=_file_classes,
-                                              pixel_max=lambda p: p.pixel_max)
+FILE = DatasetBuilder(build_file, observation_kind=lambda p: p.observation, version="1",
+                      ground_truth=_file_ground_truth, num_classes=_file_classes, pixel_max=lambda p: p.pixel_max)
 
 
 def dataset_builder(params: DatasetParams) -> DatasetBuilder:
     """The builder of a ``datasets:`` entry; a clear error for an unknown kind or a wrong class."""
-    return builder_for(params, DATASET_PARAMS, DATASET_BUILDERS, "data set")
+    return builder_for(params, DATASET_PARAMS, "data set")

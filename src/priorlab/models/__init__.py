@@ -2,21 +2,18 @@
 
 The VAE family is one ``VAE`` class assembled from nets, an encoder family, a
 prior and a likelihood.  :func:`build_model` is the single constructor the
-stages use.  A model kind's name is registered once, with its parameter class, in
-``config.MODEL_PARAMS``; its builder is found here by that class (``MODEL_BUILDERS``), so a name
-cannot be spelled differently in two registries.
+stages use.  A model kind is registered once, with its parameter class, in ``config.MODEL_PARAMS``;
+the class names its builder (``BUILDER``: one of the ``build_*`` functions here, or of a model's own
+module), so adding a kind touches one registry.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 from priorlab.config import MODEL_PARAMS, ModelParams, SetupParams
 from priorlab.config.checks import builder_for
-from priorlab.config.models import (BetaTCVAEParams, FactorVAEParams, FactorialMixtureParams, PPCAParams,
-                                    SparseCodingModelParams, SparseVAEParams, VAEParams, VSCParams,
-                                    encoder_input_of, loss_scaling_of)
+from priorlab.config.models import encoder_input_of, loss_scaling_of
 from priorlab.models.elbo import LossScaling
 from priorlab.models.posterior import GaussianPosterior
 from priorlab.models.protocol import Model
@@ -37,7 +34,7 @@ def loss_scaling(model: ModelParams, setup: SetupParams, obs_shape: tuple[int, .
                              feature_mean=setup.likelihood in FEATURE_MEAN_LIKELIHOODS)
 
 
-def _build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
+def build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     posterior = GaussianPosterior(setup.latent_dim)
     encoder, decoder, likelihood = build_nets(setup, obs_shape, posterior.params_per_dim)
     prior = build_prior(model.prior, setup.latent_dim)
@@ -45,7 +42,7 @@ def _build_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...
                scaling=loss_scaling(model, setup, obs_shape))
 
 
-def _build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
+def build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     """VSC (paper 002) on the setup's nets; the encoder emits μ, log σ², v per latent."""
     from priorlab.models.vsc import VSC, PseudoInputPrior, SpikeSlabPosterior
 
@@ -61,42 +58,35 @@ def _build_vsc(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...
                bernoulli_kl=model.bernoulli_kl, encoder_input=model.encoder_input)
 
 
-def _build_beta_tcvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
+def build_beta_tcvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
     """β-TCVAE (Chen et al. 2018) on exactly the VAE's nets and the configured prior."""
     from priorlab.models.beta_tcvae import BetaTCVAE
 
-    vae = _build_vae(setup, model, obs_shape)
+    vae = build_vae(setup, model, obs_shape)
     return BetaTCVAE(vae.encoder, vae.posterior_head, vae.decoder, vae.likelihood, vae.prior,
                      tc_weight=model.tc_weight, mi_weight=model.mi_weight, dimwise_weight=model.dimwise_weight,
                      estimator=model.estimator)
 
 
-def _build_fmvae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> VAE:
-    """Factorial mixture prior VAE (paper 001) on exactly the VAE's nets."""
-    from priorlab.models.fmvae import build_fmvae
-
-    return build_fmvae(setup, model, obs_shape)
-
-
-def _build_ppca(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
+def build_ppca(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     """Probabilistic PCA by online EM (the setup's nets are not used)."""
     from priorlab.models.ppca import PPCA
 
     return PPCA(obs_shape, setup.latent_dim, tau0=model.tau0, kappa=model.kappa, init_scale=model.init_scale)
 
 
-def _build_factor_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
+def build_factor_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     """FactorVAE (Kim & Mnih 2018) on exactly the VAE's nets and the configured prior, + a discriminator."""
     from priorlab.models.factor_vae import FactorVAE
 
-    vae = _build_vae(setup, model, obs_shape)
+    vae = build_vae(setup, model, obs_shape)
     return FactorVAE(vae.encoder, vae.posterior_head, vae.decoder, vae.likelihood, vae.prior, setup.latent_dim,
                      gamma=model.gamma, beta=model.beta, discriminator_hidden=model.discriminator_hidden,
                      vae_betas=tuple(model.vae_betas), discriminator_lr=model.discriminator_lr,
                      discriminator_betas=tuple(model.discriminator_betas))
 
 
-def _build_sparse_coding(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
+def build_sparse_coding(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     """Spike-and-slab sparse coding (paper 000), max rule (``mssc``) or linear (``linear_ssc``); H = latent_dim."""
     from priorlab.models.mssc import SparseCodingModel
 
@@ -108,7 +98,7 @@ def _build_sparse_coding(setup: SetupParams, model: ModelParams, obs_shape: tupl
                              init_mu_pr=model.init_mu_pr, init_var_pr=model.init_var_pr)
 
 
-def _build_sparse_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
+def build_sparse_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     """Sparse VAE (paper 003): the VAE's encoder and likelihood, a masked decoder whose trunk has the
     setup's hidden widths, the SSL prior on W (b = G), prior N(0, I) or N(0, prior_cov)."""
     import torch
@@ -133,24 +123,10 @@ def _build_sparse_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[i
                      beta=model.beta, encoder_input=model.encoder_input, prior_cov=cov, scaling=scaling)
 
 
-MODEL_BUILDERS: dict[type[ModelParams], Callable[[SetupParams, ModelParams, tuple[int, ...]], Model]] = {
-    VAEParams: _build_vae,
-    VSCParams: _build_vsc,
-    BetaTCVAEParams: _build_beta_tcvae,
-    FactorialMixtureParams: _build_fmvae,
-    PPCAParams: _build_ppca,
-    FactorVAEParams: _build_factor_vae,
-    SparseCodingModelParams: _build_sparse_coding,  # kinds mssc and linear_ssc (the rule is a field)
-    SparseVAEParams: _build_sparse_vae,
-}
-"""Parameter class (of ``config.MODEL_PARAMS``) → builder; ``tests/test_protocol.py`` checks every
-class of ``MODEL_PARAMS`` has one."""
-
-
 def build_model(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     """The model of a ``models:`` entry on a setup's nets (its builder chosen by the entry's class)."""
-    builder = builder_for(model, MODEL_PARAMS, MODEL_BUILDERS, "model")
+    builder = builder_for(model, MODEL_PARAMS, "model")
     return builder(setup, model, tuple(obs_shape))
 
 
-__all__ = ["MODEL_BUILDERS", "VAE", "Model", "build_model", "build_nets"]
+__all__ = ["VAE", "Model", "build_model", "build_nets"]

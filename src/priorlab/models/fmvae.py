@@ -347,7 +347,7 @@ class FactorialMixtureVAE(VAE):
 
 
 def build_fmvae(setup, model: FactorialMixtureParams, obs_shape: tuple[int, ...]) -> FactorialMixtureVAE:
-    """The builder registered for kind ``fmvae`` (same nets as the plain VAE of the setup)."""
+    """The builder of kind ``fmvae`` (``FactorialMixtureParams.BUILDER``): the plain VAE's nets of the setup."""
     from priorlab.nets import build_nets
     from priorlab.models.posterior import GaussianPosterior
 

@@ -6,15 +6,12 @@ their parameters as module parameters or buffers and declare their optimiser
 groups (:class:`~priorlab.priors.base.Prior`).
 
 The priors a ``vae`` / ``beta_tcvae`` model can be configured with
-(``models.<name>.prior: {kind: ...}``) are built by :data:`PRIOR_BUILDERS`;
-adding one is a ``PriorParams`` subclass registered under its name in
-``config.PRIOR_PARAMS`` (the one registry of names) and its builder here, keyed by
-that class.
+(``models.<name>.prior: {kind: ...}``) are built here; adding one is a ``PriorParams`` subclass
+registered under its name in ``config.PRIOR_PARAMS`` (the one registry of priors) whose ``BUILDER``
+names its ``(spec, latent_dim) -> Prior`` function here.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 from priorlab.config import PRIOR_PARAMS, LpNestedPriorParams, PriorParams
 from priorlab.config.checks import builder_for
@@ -22,7 +19,13 @@ from priorlab.priors.base import Prior
 from priorlab.priors.standard_normal import StandardNormalPrior
 
 
-def _lp_nested(spec: PriorParams, latent_dim: int) -> Prior:
+def build_standard_normal(spec: PriorParams, latent_dim: int) -> Prior:
+    """N(0, I) (kind ``standard_normal``)."""
+    return StandardNormalPrior(latent_dim)
+
+
+def build_lp_nested(spec: LpNestedPriorParams, latent_dim: int) -> Prior:
+    """The Lp-nested prior of paper 004 (kind ``lp_nested``); its subspaces must hold ``latent_dim`` latents."""
     from priorlab.config import ParamsError
     from priorlab.priors.lp_nested import LpNestedPrior
 
@@ -32,15 +35,8 @@ def _lp_nested(spec: PriorParams, latent_dim: int) -> Prior:
     return prior
 
 
-PRIOR_BUILDERS: dict[type[PriorParams], Callable[[PriorParams, int], Prior]] = {
-    PriorParams: lambda spec, latent_dim: StandardNormalPrior(latent_dim),  # kind standard_normal
-    LpNestedPriorParams: _lp_nested,
-}
-"""Parameter class (of ``config.PRIOR_PARAMS``) → builder from its params and the latent size."""
-
-
 def build_prior(spec: PriorParams, latent_dim: int) -> Prior:
-    return builder_for(spec, PRIOR_PARAMS, PRIOR_BUILDERS, "prior")(spec, latent_dim)
+    return builder_for(spec, PRIOR_PARAMS, "prior")(spec, latent_dim)
 
 
-__all__ = ["PRIOR_BUILDERS", "Prior", "StandardNormalPrior", "build_prior"]
+__all__ = ["Prior", "StandardNormalPrior", "build_prior"]
