@@ -123,6 +123,21 @@ def test_a_failure_stops_new_stages_and_records_the_finished_ones(project, capsy
     assert walls["b"] == 42.0 and walls["c"] > 1.0  # issue 44: a failed stage keeps its last full wall
 
 
+def test_a_failed_rerun_leaves_the_recorded_outputs_in_place(project, capsys):
+    """issue 44: a stage failing on its rerun (a NaN-stopped training) no longer leaves the workspace
+    without its outputs until the next run: the runner removed them before launching it, as DVC does,
+    and puts dvc.lock's version back from the cache; the stage stays stale."""
+    assert _run("-j", "2") == 0
+    before = (project / "b.txt").read_text()
+    spec = yaml.safe_load((project / "dvc.yaml").read_text())
+    spec["stages"]["b"]["cmd"] = "echo half-written > b.txt && exit 3"  # its rerun fails
+    (project / "dvc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert _run("-j", "1", "b") == 1
+    assert "b: put back its recorded b.txt (dvc.lock's; the stage stays stale)" in capsys.readouterr().out
+    assert (project / "b.txt").read_text() == before
+    assert "changed command" in _dvc(project, "status", "b").stdout
+
+
 def test_targets_and_gpus_per_worker(project):
     assert _run("-j", "2", "--gpus", "3,5", "c") == 0
     assert (project / "c.txt").exists() and not (project / "b.txt").exists()  # c and its upstream only

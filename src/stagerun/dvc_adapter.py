@@ -156,6 +156,30 @@ def restore(repo, stage) -> bool:
     return True
 
 
+def put_back_recorded(stage) -> tuple[list[str], list[str]]:
+    """After ``stage``'s command failed: put back, from the cache, the outputs ``dvc.lock``
+    records for it, which were removed before it ran (:func:`restore`, as ``dvc repro`` does), so the
+    workspace is what the lock says (the stage stays stale) rather than without them, e.g. a NaN-stopped
+    training's last model and summary, not the ``{}`` it began.  Returns the outputs put back and those it
+    cannot put back: uncached ones (metrics and curves kept in git: ``git checkout`` has them)."""
+    from dvc.exceptions import DvcException
+
+    back, not_back = [], []
+    for out in stage.outs:
+        if not (out.hash_info and out.hash_info.value):
+            continue  # never recorded
+        if not out.use_cache:
+            not_back.append(str(out))
+            continue
+        try:
+            out.checkout(force=True)  # over whatever the failed run left (a half-written summary)
+        except DvcException:
+            not_back.append(str(out))
+        else:
+            back.append(str(out))
+    return back, not_back
+
+
 class RecordError(UserError):
     """DVC could not record a stage whose command exited 0 (e.g. it did not write a declared output)."""
 

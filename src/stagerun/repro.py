@@ -220,13 +220,14 @@ class _Run:
             name = stage.addressing
             self.out.wall_s[name] = time.monotonic() - start
             if returncode != 0 and self.out.signal:
-                self.log(f"stopped {name}")
+                self.log(f"stopped {name}")  # its rerun resumes from its checkpoint: nothing to put back
                 self.out.stopped.append(name)
                 self.done.add(stage)
                 continue
             if returncode != 0:
                 self.log(f"error: stage {name} failed (exit status {returncode}); "
                          "finishing the running stages, starting no new ones")
+                self._put_back(stage)
                 self.out.failed.append(name)
                 self.stop = True
                 continue
@@ -240,6 +241,15 @@ class _Run:
             self.unflushed.append(stage)
             self._finish(stage, "ran")
             self.log(f"[worker {slot}] finished {name} in {self.out.wall_s[name]:.1f} s")
+
+    def _put_back(self, stage) -> None:
+        """A failed stage's recorded outputs back from the cache (:func:`dvc_adapter.put_back_recorded`)."""
+        back, not_back = dvc_adapter.put_back_recorded(stage)
+        if back:
+            self.log(f"{stage.addressing}: put back its recorded {', '.join(back)} (dvc.lock's; the stage stays stale)")
+        if not_back:
+            self.log(f"{stage.addressing}: {', '.join(not_back)} not in the cache "
+                     f"(kept in git: `git checkout -- {' '.join(not_back)}`)")
 
     def _stop_running(self) -> None:
         """SIGTERM to every running stage's process group; SIGKILL to those still there after the grace."""
