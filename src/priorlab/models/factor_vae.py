@@ -101,6 +101,10 @@ class FactorVAE(VAE):
         return [*vae, {"params": list(self.discriminator.parameters()), "lr": self.discriminator_lr,
                        "betas": self.discriminator_betas, "name": "discriminator"}]
 
+    def not_vectorised(self) -> str | None:
+        return ("two losses, each differentiated w.r.t. its own parameters (the VAE's and the discriminator's, "
+                "Alg. 2), not one step loss")
+
     def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, torch.Tensor]:
         """One joint step: gradients of the VAE loss w.r.t. the VAE's parameters only, of the
         discriminator loss (codes detached, permuted) w.r.t. the discriminator's only; one Adam step."""

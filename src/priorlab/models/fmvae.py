@@ -209,6 +209,9 @@ class FactorialMixtureVAE(VAE):
             return p.last
         return self.prior.local_kl(terms.q.mean, terms.q.variance, self.clamp_of(labels))
 
+    def not_vectorised(self) -> str | None:
+        return "the prior's SVI natural-gradient and first-order updates after each step (sec. 2.4, step 3)"
+
     # -- SVI (step 3 of sec. 2.4) ---------------------------------------------------------
     @torch.no_grad()
     def after_step(self, batch: Batch, terms: ElboTerms, step: int) -> None:

@@ -8,7 +8,9 @@ have defaults that do nothing.  Optional capabilities are mixins queried with
 * :class:`ElboModel` — q(z|x), p(z), a decoder and a likelihood: the evaluate
   stage computes the test ELBO, its terms and the importance-weighted bound;
 * :class:`Generative` — ``decode`` / ``reconstruct``: figures draw
-  reconstructions and latent traversals.
+  reconstructions and latent traversals;
+* :class:`LossStep` — a step that is Adam on one differentiable loss: replicates of the model can be
+  trained as one vectorised model (:mod:`priorlab.train.replicates`).
 
 A gradient model's step is loss → backward → optimiser step (the VAE family's
 default :meth:`~priorlab.models.vae.VAE.train_step`); a model fitted by EM
@@ -216,6 +218,29 @@ class ElboModel(abc.ABC):
 
     @abc.abstractmethod
     def terms(self, x: Tensor, labels: Tensor | None = None) -> ElboTerms: ...
+
+
+class LossStep(abc.ABC):
+    """Capability: a training step that is one differentiable loss of the weights and the batch, then
+    Adam — nothing else changes the model during a step (no second optimiser, no closed-form update
+    after it).  :func:`priorlab.train.replicates.fit_replicates` then trains N seeds of the model as
+    one: the loss mapped over the members' stacked weights (``torch.func.vmap``), each member with its
+    own batches, noise and Adam state.
+
+    :meth:`step_loss` must be a function of the weights, buffers and batch only (the Python state it
+    branches on, e.g. a schedule's copy, the same for every member at a step) and draw its noise from
+    torch's global generator with ``torch.rand`` / ``torch.randn`` / ``Tensor.normal_`` /
+    ``Tensor.uniform_`` (and their ``_like`` forms), which the vectorised trainer replaces with each
+    member's own draws."""
+
+    @abc.abstractmethod
+    def step_loss(self, batch: Batch, ctx: StepContext) -> tuple[Tensor, dict[str, LogValue]]:
+        """The loss a training step minimises on ``batch`` and its logged values (0-d tensors; only the
+        loss when ``ctx.wants_logs`` is false)."""
+
+    def not_vectorised(self) -> str | None:
+        """Why this model's replicates must train in separate processes (None: they can be vectorised)."""
+        return None
 
 
 class Generative(abc.ABC):

@@ -276,6 +276,9 @@ class SparseVAE(VAE):
         penalty = self.ssl.penalty(self.decoder.W) / share
         return {"ssl_penalty": penalty.expand(x.shape[0])}
 
+    def not_vectorised(self) -> str | None:
+        return "the Spike-and-Slab-Lasso's closed-form updates of p* and theta after each step (Alg. 1)"
+
     @torch.no_grad()
     def after_step(self, batch, terms, step: int) -> None:
         """Algorithm 1's closed-form updates after the gradient step: p*, θ; then σ² (gaussian_ig)."""

@@ -14,11 +14,11 @@ from torch.distributions import Distribution
 from priorlab.config.models import ENCODER_INPUTS
 from priorlab.likelihoods import Likelihood
 from priorlab.models.elbo import PAPER_SCALING, ElboTerms, LossScaling, elbo_terms, objective
-from priorlab.models.protocol import Batch, ElboModel, Generative, Model, StepContext, logs_to_floats
+from priorlab.models.protocol import Batch, ElboModel, Generative, LossStep, Model, StepContext, logs_to_floats
 from priorlab.priors.base import Prior
 
 
-class VAE(Model, ElboModel, Generative):
+class VAE(Model, ElboModel, Generative, LossStep):
     """VAE (Kingma & Welling 2014) and β-VAE (Higgins et al. 2017, eq. 4) with β = ``beta`` ≥ 0.
 
     ``encoder_input``: ``raw``, or ``row_normalised`` — the encoder sees x / Σ_j x_j while the
@@ -145,14 +145,28 @@ class VAE(Model, ElboModel, Generative):
         Nothing is read back to the host: the logged terms are returned as device tensors (only the
         loss when ``ctx.wants_logs`` is false), and a non-finite loss is left to the trainer's
         record of ``finite_keys`` (a step does not wait to look at it)."""
-        terms = self(batch.x, batch.labels)
-        loss = objective(terms, self.beta, ctx.kl_weight, self.scaling)
-        logs = self.step_logs(loss, terms) if ctx.wants_logs else {"loss": loss.detach()}
+        loss, logs, terms = self.loss_terms(batch, ctx)
         ctx.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         ctx.optimizer.step()
         self.after_step(batch, terms, step)
         return logs
+
+    def loss_terms(self, batch: Batch, ctx: StepContext) -> tuple[torch.Tensor, dict[str, torch.Tensor], ElboTerms]:
+        """The step's loss (eq. 3's negative ELBO, β-weighted, plus the extra terms), its logged values
+        and the batch's terms (:meth:`after_step` reads them)."""
+        terms = self(batch.x, batch.labels)
+        loss = objective(terms, self.beta, ctx.kl_weight, self.scaling)
+        return loss, (self.step_logs(loss, terms) if ctx.wants_logs else {"loss": loss.detach()}), terms
+
+    def step_loss(self, batch: Batch, ctx: StepContext) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return self.loss_terms(batch, ctx)[:2]
+
+    def not_vectorised(self) -> str | None:
+        """The likelihood's closed-form update after each step (:meth:`after_step`) is not part of the loss."""
+        if self.likelihood.updates_after_step:
+            return f"the {type(self.likelihood).__name__} likelihood's closed-form update after each step"
+        return None
 
     def after_step(self, batch: Batch, terms: ElboTerms, step: int) -> None:
         """Updates after the optimiser step that use the step's terms (e.g. SVI on a prior): here the

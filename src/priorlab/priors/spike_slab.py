@@ -154,8 +154,10 @@ class SpikeSlabNormal(Distribution):
     # ----------------------------------------------------------------- sampling
     def _noise(self, sample_shape, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
         shape = self._extended_shape(sample_shape)
-        opts = dict(dtype=self.loc.dtype, device=self.loc.device, generator=generator)
-        return torch.rand(shape, **opts), torch.randn(shape, **opts)
+        # fills of empty tensors (the numbers of torch.rand / randn): a Tensor method, which torch.compile
+        # of the vectorised replicates (priorlab.train.replicates) hands to its noise override
+        eta = torch.empty(shape, dtype=self.loc.dtype, device=self.loc.device).uniform_(generator=generator)
+        return eta, torch.empty(shape, dtype=self.loc.dtype, device=self.loc.device).normal_(generator=generator)
 
     def rsample(self, sample_shape=torch.Size(), generator: torch.Generator | None = None) -> torch.Tensor:
         """Relaxed draw ``z = sigmoid(c (eta - 1 + gamma)) * (loc + scale * eps)`` (supplement B.1-B.2).
@@ -334,7 +336,7 @@ def pseudo_input_mixture_kl(
     if weights.shape != (b, u):
         raise ValueError(f"weights must have shape [B, U] = {(b, u)}, got {tuple(weights.shape)}")
     _check_eps(eps)
-    return _MixtureKL.apply(gamma, mu, logvar, gamma_u, mu_u, logvar_u, weights, eps)
+    return _MixtureKL.apply(gamma, mu, logvar, gamma_u, mu_u, logvar_u, weights, eps)[0]
 
 
 class _MixtureKL(torch.autograd.Function):
@@ -351,11 +353,14 @@ class _MixtureKL(torch.autograd.Function):
     (eq. 6 with variances: ``gamma_q KL(N_q || N_p) + KL(Bern q || Bern p)``), so only ``d`` and
     ``D`` are ``[B, U, J]``.  Gradients follow by differentiating these terms; like ``clamp``, the
     Bernoulli part passes gradient to gamma only inside ``[eps, 1 - eps]``.  Tested against autograd
-    through ``spike_slab_kl`` (``gradcheck`` in float64).
+    through ``spike_slab_kl`` (``gradcheck`` in float64).  ``generate_vmap_rule``: under ``torch.vmap``
+    (replicates trained as one model) the forward and backward run on the batched tensors as written.
     """
 
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, gamma, mu, logvar, gamma_u, mu_u, logvar_u, weights, eps):
+    def forward(gamma, mu, logvar, gamma_u, mu_u, logvar_u, weights, eps):
         q = gamma.clamp(eps, 1.0 - eps)
         p = gamma_u.clamp(eps, 1.0 - eps)
         log_q, log_1q = torch.log(q), torch.log1p(-q)
@@ -374,13 +379,21 @@ class _MixtureKL(torch.autograd.Function):
         wide = torch.promote_types(gamma.dtype, torch.float64)  # the pieces cancel: sum them in float64
         kl = torch.addmm(a.to(wide).unsqueeze(-1), left.to(wide), right.T.to(wide))
         kl = (kl + torch.bmm(dd, half_g.unsqueeze(-1)).squeeze(-1)).to(gamma.dtype)  # [B, U]
+        return (weights * kl).sum(-1), half_g, logvar_1, q, log_q, log_1q, p, v, inv_vu, left, right, dt, kl
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        """The forward's intermediates come back as extra (non-differentiable) outputs, kept for the
+        backward: the ``setup_context`` form that ``torch.func`` transforms (vmap) accept."""
+        gamma, _, _, gamma_u, _, _, weights, _ = inputs
+        half_g, logvar_1, q, log_q, log_1q, p, v, inv_vu, left, right, dt, kl = output[1:]
+        ctx.mark_non_differentiable(*output[1:])
         ctx.save_for_backward(gamma, half_g, logvar_1, q, log_q, log_1q, gamma_u, p, v, inv_vu, left, right, dt, kl,
                               weights)
-        return (weights * kl).sum(-1)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
+    def backward(ctx, grad, *_):
         gamma, half_g, logvar_1, q, log_q, log_1q, gamma_u, p, v, inv_vu, left, right, dt, kl, weights = ctx.saved_tensors
         need = ctx.needs_input_grad
         j = gamma.shape[-1]

@@ -210,13 +210,19 @@ def compile_forward(model: Model, mode: str) -> None:
     in-process studies, the benchmark, the tests) needs more than the default 8, so the limit is
     raised to :data:`RECOMPILE_LIMIT`, and reaching it is an error instead of a silent fall back to
     eager (a compiled run is compiled, or says why not)."""
+    torch.distributions.Distribution.set_default_validate_args(False)
+    model.compile(options=compile_options(mode))
+
+
+def compile_options(mode: str) -> dict:
+    """Inductor's options for torch.compile's ``mode``, with torch's generators for random draws
+    (``fallback_random``), after raising dynamo's recompile limit (:func:`compile_forward`)."""
     from torch._dynamo import config as dynamo_config
     from torch._inductor import list_mode_options
 
     dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, RECOMPILE_LIMIT)
     dynamo_config.fail_on_recompile_limit_hit = True
-    torch.distributions.Distribution.set_default_validate_args(False)
-    model.compile(options={**list_mode_options(mode), "fallback_random": True})
+    return {**list_mode_options(mode), "fallback_random": True}
 
 
 ADAM_IMPLS = {"auto": {}, "for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}

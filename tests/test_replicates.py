@@ -1,0 +1,205 @@
+"""Replicates trained as one vectorised model (priorlab.train.replicates, issue 47): member i equals the
+standalone run of seed i, resumes exactly, diverges alone; kinds that cannot be vectorised say why."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from priorlab.config import MODEL_PARAMS, BetaTCVAEParams, OptimParams, SetupParams, VAEParams, VSCParams
+from priorlab.config.models import LpNestedPriorParams
+from priorlab.models import build_model
+from priorlab.models.protocol import LossStep, TrainingSet
+from priorlab.models.vae import VAE
+from priorlab.train import TrainingDiverged, fit
+from priorlab.train.replicates import Draw, NotVectorisable, describe, fit_replicates, vectorisable
+from tests.helpers import tiny_data
+
+OBS = (1, 8, 8)
+SETUP = SetupParams(dataset="x", latent_dim=4, hidden=[16])
+SEEDS = [3, 4, 5]
+DTYPE = torch.float64  # in float64 rounding is ~1e-16: a wrong stream or state shows as an O(1) difference
+TOLERANCE = 1e-10
+"""Member vs standalone weights after 100 steps, relative to the tensor's largest entry.  The two differ
+only where a batched matrix product sums in another order than the single one (rounding ~1e-16 in
+float64, grown by Adam over the steps: measured ≤ 4e-13 for every kind); any other difference (another
+batch, another noise draw, another Adam state) is O(1e-3) or more after one step."""
+
+KINDS = {
+    "vae": VAEParams(kind="vae"),
+    "beta_vae": VAEParams(kind="vae", beta=4.0),
+    "beta_tcvae": BetaTCVAEParams(kind="beta_tcvae"),
+    "vsc": VSCParams(kind="vsc", n_pseudo_inputs=3, warmup_ramp_steps=40, sharpness_ramp_steps=60),
+    "vsc_released_code": VSCParams(kind="vsc", n_pseudo_inputs=3, preset="released_code", selector="code"),
+    "isa_vae": VAEParams(kind="vae", prior=LpNestedPriorParams(subspaces=[[2.2, 2], [2.2, 2]], lr=5e-4)),
+}
+
+
+class _Data:
+    """The two things ``bind_data`` reads of a data set."""
+
+    def __init__(self, x):
+        self._x = x
+
+    def x(self, split):
+        return self._x
+
+    @staticmethod
+    def prepare(b):
+        return b
+
+
+def build(spec, seed: int, x):
+    torch.manual_seed(100 + seed)
+    model = build_model(SETUP, spec, OBS).to(DTYPE)
+    model.bind_data(_Data(x))
+    model.set_phase("train")
+    return model
+
+
+def options(steps: int = 100, **kw) -> OptimParams:
+    return OptimParams(**{"steps": steps, "batch_size": 32, "lr": 1e-3, "checkpoint_every": 10**9, "log_every": 50,
+                          "kl_warmup_steps": 30, **kw})
+
+
+def standalone(spec, seed: int, x, tmp_path, **kw):
+    model = build(spec, seed, x)
+    fit(model, TrainingSet(x, lambda b: b), options(seed=seed, **kw), checkpoint=tmp_path / f"alone{seed}.pt",
+        live_dir=None, fingerprint="f", progress=False)
+    return model
+
+
+def vectorised(spec, x, tmp_path, seeds=SEEDS, models=None, **kw):
+    models = models or [build(spec, s, x) for s in seeds]
+    out = fit_replicates(models, TrainingSet(x, lambda b: b), options(**kw), seeds,
+                         checkpoints=[tmp_path / f"member{s}.pt" for s in seeds], fingerprints=["f"] * len(seeds),
+                         progress=False)
+    return models, out
+
+
+def difference(a, b) -> float:
+    sa, sb = a.state_dict(), b.state_dict()
+    return max(float((sa[k] - sb[k]).abs().max() / sa[k].abs().max().clamp_min(1e-30)) for k in sa
+               if sa[k].is_floating_point())
+
+
+@pytest.fixture(scope="module")
+def x():
+    return tiny_data(200, OBS).to(DTYPE)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_member_equals_its_standalone_run(kind, x, tmp_path):
+    spec = KINDS[kind]
+    models, out = vectorised(spec, x, tmp_path)
+    for seed, model, result in zip(SEEDS, models, out):
+        alone = standalone(spec, seed, x, tmp_path)
+        assert result.diverged is None and result.result.steps == 100
+        assert difference(alone, model) < TOLERANCE, kind
+        assert result.result.final_logs["loss"] == pytest.approx(float(result.result.final_logs["loss"]))
+    assert difference(models[0], models[1]) > 1e-3  # the members did not train alike
+    assert not (tmp_path / f"member{SEEDS[0]}.pt").exists()  # a completed member's checkpoint is removed
+
+
+def test_final_logs_are_the_standalone_run_logs(x, tmp_path):
+    spec = KINDS["vsc"]
+    _, out = vectorised(spec, x, tmp_path, steps=50)
+    model = build(spec, SEEDS[1], x)
+    alone = fit(model, TrainingSet(x, lambda b: b), options(steps=50, seed=SEEDS[1]), checkpoint=tmp_path / "a.pt",
+                live_dir=None, fingerprint="f", progress=False)
+    logs = out[1].result.final_logs
+    assert set(logs) == set(alone.final_logs)
+    for k, v in alone.final_logs.items():
+        assert logs[k] == pytest.approx(v, rel=1e-9, abs=1e-9), k
+
+
+def test_killed_run_resumes_to_the_same_weights_and_a_member_resumes_alone(x, tmp_path):
+    spec = KINDS["vsc"]
+    reference, _ = vectorised(spec, x, tmp_path / "ref", checkpoint_every=20)
+    crashed = [build(spec, s, x) for s in SEEDS]
+    original = crashed[1].before_step
+
+    def before_step(step):
+        if step == 47:
+            raise KeyboardInterrupt
+        original(step)
+
+    crashed[1].before_step = before_step
+    with pytest.raises(KeyboardInterrupt):
+        vectorised(spec, x, tmp_path, models=crashed, checkpoint_every=20)
+    checkpoint = tmp_path / f"member{SEEDS[1]}.pt"
+    assert torch.load(checkpoint, weights_only=False)["step"] == 40
+    alone = build(spec, SEEDS[1], x)  # member 1's checkpoint, resumed as a standalone run
+    (tmp_path / "alone.pt").write_bytes(checkpoint.read_bytes())
+    result = fit(alone, TrainingSet(x, lambda b: b), options(seed=SEEDS[1], checkpoint_every=20),
+                 checkpoint=tmp_path / "alone.pt", live_dir=None, fingerprint="f", progress=False)
+    assert result.resumed_from == 40
+    resumed, out = vectorised(spec, x, tmp_path, checkpoint_every=20)
+    assert all(r.result.resumed_from == 40 for r in out)
+    for a, b in zip(reference, resumed):
+        sa, sb = a.state_dict(), b.state_dict()
+        assert all(torch.equal(sa[k], sb[k]) for k in sa)  # the same arithmetic: bit-identical
+    assert difference(alone, resumed[1]) < TOLERANCE
+
+
+def test_a_diverging_member_stops_alone(x, tmp_path):
+    spec = KINDS["vae"]
+    models = [build(spec, s, x) for s in SEEDS]
+    with torch.no_grad():
+        models[1].decoder.net[-1].bias.fill_(float("nan"))
+    models, out = vectorised(spec, x, tmp_path, models=models)
+    assert isinstance(out[1].diverged, TrainingDiverged) and out[1].result is None
+    assert "at step 1" in str(out[1].diverged) and f"seed {SEEDS[1]}" in str(out[1].diverged)
+    for i in (0, 2):
+        assert out[i].diverged is None
+        assert difference(standalone(spec, SEEDS[i], x, tmp_path), models[i]) < TOLERANCE
+
+
+def test_kinds_that_cannot_be_vectorised_say_why():
+    setups = {"sparse_vae": (SetupParams(dataset="x", latent_dim=4, hidden=[16, 16], decoder="masked_linear",
+                                         likelihood="gaussian"), (12,))}
+    for kind in ("factor_vae", "fmvae", "sparse_vae", "ppca", "mssc"):
+        setup, obs = setups.get(kind, (SETUP, OBS))
+        model = build_model(setup, MODEL_PARAMS[kind](kind=kind), obs)
+        why = vectorisable(model)
+        assert isinstance(why, str) and len(why) > 20, kind
+        with pytest.raises(ValueError, match="cannot train vectorised"):
+            fit_replicates([model], TrainingSet(torch.zeros(4, *obs), lambda b: b), options(steps=1), [0],
+                           checkpoints=["unused.pt"], fingerprints=["f"])
+    assert vectorisable(build_model(SETUP, KINDS["vsc"], OBS)) is None
+
+
+def test_every_kind_with_work_besides_its_loss_declares_it():
+    """A LossStep whose step does more than the loss (its own train_step or after_step) must name it in
+    not_vectorised: the base class cannot see that work, so a new kind that forgot would train wrongly."""
+    from priorlab.models import factor_vae, fmvae, sparse_vae
+
+    for cls in (factor_vae.FactorVAE, fmvae.FactorialMixtureVAE, sparse_vae.SparseVAE):
+        assert issubclass(cls, LossStep)
+        own_work = cls.train_step is not VAE.train_step or cls.after_step is not VAE.after_step
+        assert own_work and cls.not_vectorised is not VAE.not_vectorised, cls.__name__
+    for sub in VAE.__subclasses__():
+        if sub.train_step is not VAE.train_step or sub.after_step is not VAE.after_step:
+            assert sub.not_vectorised is not VAE.not_vectorised, sub.__name__
+
+
+def test_noise_a_member_cannot_own_is_refused():
+    with pytest.raises(NotVectorisable, match="bernoulli"):
+        describe(torch.bernoulli, (torch.full((3,), 0.5),), {})
+    with pytest.raises(NotVectorisable, match="own torch.Generator"):
+        describe(torch.randn, ((2, 3),), {"generator": torch.Generator()})
+    assert describe(torch.randn, (2, 3), {}) == Draw("normal", (2, 3), torch.get_default_dtype(), 0.0, 1.0)
+    assert describe(torch.Tensor.uniform_, (torch.empty(4, dtype=torch.float64), -1.0, 2.0), {}) == \
+        Draw("uniform", (4,), torch.float64, -1.0, 2.0)
+    assert describe(torch.add, (torch.ones(2), 1), {}) is None
+
+
+def test_batched_noise_trains_every_member_differently(x, tmp_path):
+    spec = KINDS["vae"]
+    models = [build(spec, 0, x) for _ in range(2)]  # the same start: only the noise and batches differ
+    fit_replicates(models, TrainingSet(x, lambda b: b), options(steps=20), [7, 7], checkpoints=[
+        tmp_path / "a.pt", tmp_path / "b.pt"], fingerprints=["f", "f"], noise="batched", progress=False)
+    assert difference(models[0], models[1]) > 1e-6  # one draw for both: each member its own slice
+    with pytest.raises(ValueError, match="noise must be one of"):
+        fit_replicates(models, TrainingSet(x, lambda b: b), options(steps=1), [0, 1],
+                       checkpoints=[tmp_path / "a.pt", tmp_path / "b.pt"], fingerprints=["f", "f"], noise="shared")
