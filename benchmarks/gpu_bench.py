@@ -742,12 +742,14 @@ def same_nets(setup: SetupParams, then: dict) -> bool:
     return all(getattr(setup, k) == v for k, v in then.items() if k in NET_FIELDS)
 
 
-def reestimate(record: dict, params: Params, record_setups: dict | None = None) -> dict:
+def reestimate(record: dict, params: Params, record_setups: dict | None = None, speedup=None) -> dict:
     """The paper profile's training and pretraining GPU-hours under the settings of ``params`` with the
     ms/step a GPU measured before (``record``: a ``gpu_bench.json`` with section (e)), in total and per
     paper (a run's group up to its first ``/``; a pretraining counts for its setup's first run's group).
     A cost key the record did not measure borrows the slowest measured key of its kind and nets (else
-    of its kind), as :func:`paper_gpu_hours` does; one of neither is listed as unmeasured."""
+    of its kind), as :func:`paper_gpu_hours` does; one of neither is listed as unmeasured.  ``speedup``:
+    a function of a cost key dividing its ms/step (replicates trained vectorised:
+    :func:`benchmarks.replicates_bench.vectorised_hours`)."""
     measured = {}  # each row's cost key: its own, or (older records) under ``params`` if its setup's nets are unchanged
     stale = []
     for w in record["gpu_hours"]["work"]:
@@ -780,6 +782,8 @@ def reestimate(record: dict, params: Params, record_setups: dict | None = None) 
 
     def add(group: str, key: str, steps: int) -> None:
         ms, how[key] = ms_of(key)
+        if ms is not None and speedup is not None:
+            ms /= speedup(key)
         if ms is not None:
             by_group[group] = by_group.get(group, 0.0) + steps * ms / 3.6e6
 

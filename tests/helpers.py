@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import torch
 
 from priorlab.config import SetupParams, VAEParams
@@ -39,3 +43,23 @@ def crash_at(model, step: int) -> None:
         return original(batch, s, ctx)
 
     model.train_step = train_step
+
+
+def run_without_dvc(module: str, argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m module argv`` from the project's root in a process where importing dvc or dvclive
+    fails, as on the GPU machine (torch, numpy and the carried wheels only)."""
+    code = ("import importlib.abc, importlib.machinery, runpy, sys\n"
+            "class Missing(importlib.abc.Loader):  # as if not installed: importing raises\n"
+            "    def create_module(self, spec):\n"
+            "        raise ModuleNotFoundError(f'No module named {spec.name!r}', name=spec.name)\n"
+            "    def exec_module(self, module):\n"
+            "        pass\n"
+            "class Block(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('dvc', 'dvclive'):\n"
+            "            return importlib.machinery.ModuleSpec(name, Missing())\n"
+            "sys.meta_path.insert(0, Block())\n"
+            f"sys.argv = [{module!r}, *{argv!r}]\n"
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n")
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=timeout)

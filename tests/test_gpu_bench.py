@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import gpu_bench
 from priorlab.config import load_params
+from tests.helpers import run_without_dvc
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,20 +35,7 @@ def test_paper_work_counts_every_run_and_pretraining_once():
 
 @pytest.mark.slow
 def test_tiny_dry_run_without_dvc_or_dvclive(tmp_path):
-    code = ("import importlib.abc, importlib.machinery, runpy, sys\n"
-            "class Missing(importlib.abc.Loader):  # as if not installed: importing raises\n"
-            "    def create_module(self, spec):\n"
-            "        raise ModuleNotFoundError(f'No module named {spec.name!r}', name=spec.name)\n"
-            "    def exec_module(self, module):\n"
-            "        pass\n"
-            "class Block(importlib.abc.MetaPathFinder):\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.split('.')[0] in ('dvc', 'dvclive'):\n"
-            "            return importlib.machinery.ModuleSpec(name, Missing())\n"
-            "sys.meta_path.insert(0, Block())\n"
-            f"sys.argv = ['gpu_bench.py', '--out', {str(tmp_path)!r}, '--tiny', '--device', 'cpu']\n"
-            "runpy.run_module('benchmarks.gpu_bench', run_name='__main__', alter_sys=True)\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = run_without_dvc("benchmarks.gpu_bench", ["--out", str(tmp_path), "--tiny", "--device", "cpu"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads((tmp_path / "gpu_bench.json").read_text())
     assert set(out["step"]) == set(gpu_bench.STEP_CASES)
