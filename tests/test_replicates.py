@@ -203,3 +203,70 @@ def test_batched_noise_trains_every_member_differently(x, tmp_path):
     with pytest.raises(ValueError, match="noise must be one of"):
         fit_replicates(models, TrainingSet(x, lambda b: b), options(steps=1), [0, 1],
                        checkpoints=[tmp_path / "a.pt", tmp_path / "b.pt"], fingerprints=["f", "f"], noise="shared")
+
+
+def arm_params(steps: int = 30) -> dict:
+    return {
+        "profile": "tiny", "device": "cpu", "threads": 1,
+        "datasets": {"smiley": {"kind": "smiley", "n_train": 200, "n_test": 50}},
+        "setups": {"s": {"dataset": "smiley", "latent_dim": 4, "hidden": [16], "pretrain_model": "pretrain"},
+                   "s_r1": {"dataset": "smiley", "latent_dim": 4, "hidden": [16], "pretrain_model": "pretrain",
+                            "seed": 1}},
+        "models": {"pretrain": {"kind": "vae"}, "vae": {"kind": "vae"}, "beta_vae": {"kind": "vae", "beta": 4.0}},
+        "pretrain": {"steps": 10, "batch_size": 16, "lr": 0.001},
+        "train": {"steps": steps, "batch_size": 16, "lr": 0.001, "log_every": 10, "checkpoint_every": 10},
+        "evaluate": {"iw_samples": 3, "metrics": []},
+        "runs": {"s-vae-0": {"setup": "s", "model": "vae", "seed": 0, "group": "g"},
+                 "s-vae-1": {"setup": "s", "model": "vae", "seed": 1, "group": "g"},
+                 "s_r1-vae-0": {"setup": "s_r1", "model": "vae", "seed": 0, "group": "g"},
+                 "s-beta_vae-0": {"setup": "s", "model": "beta_vae", "seed": 0, "group": "g"}}}
+
+
+def test_an_arm_writes_what_its_train_stages_write(tmp_path, monkeypatch):
+    """run_train_arm (``stages/train.py --runs``): each run's model file, meta and curves where
+    ``train@<run>`` puts them, equal to its output up to float32 rounding, with the same fingerprint."""
+    import json
+    import shutil
+
+    from priorlab import paths, pipeline
+    from priorlab.errors import UserError
+    from priorlab.io import load_torch
+
+    from priorlab.config import parse_params
+
+    monkeypatch.chdir(tmp_path)
+    params = parse_params(arm_params())
+    pipeline.run_data(params, "smiley")
+    for setup in ("s", "s_r1"):
+        pipeline.run_pretrain(params, setup)
+    pipeline.run_setup_runs(params)
+    for setup in ("s", "s_r1"):
+        pipeline.run_prior_init(params, setup)
+    arm = ["s-vae-0", "s-vae-1", "s_r1-vae-0"]  # two seeds on one pretraining, one on its own
+    separate = {}
+    for run in arm:
+        pipeline.run_train(params, run)
+        separate[run] = (load_torch(paths.train_dir(run, "g") / "model.pt"),
+                         json.loads((paths.live_dir("train", run) / "metrics.json").read_text()),
+                         sorted(p.relative_to(paths.live_dir("train", run)).as_posix()
+                                for p in paths.live_dir("train", run).rglob("*") if p.is_file()))
+        shutil.rmtree(paths.train_dir(run, "g"))
+        shutil.rmtree(paths.live_dir("train", run))
+    metas = pipeline.run_train_arm(params, ",".join(arm))
+    assert [m["run"] for m in metas] == arm
+    for run in arm:
+        blob = load_torch(paths.train_dir(run, "g") / "model.pt")
+        want, curves, files = separate[run]
+        assert blob["meta"]["fingerprint"] == want["meta"]["fingerprint"] and blob["meta"]["steps"] == 30
+        assert set(blob["meta"]["final"]) == set(want["meta"]["final"])
+        for k, v in want["state_dict"].items():
+            if v.is_floating_point():
+                assert (blob["state_dict"][k] - v).abs().max() <= 1e-4 * v.abs().max().clamp_min(1e-6), (run, k)
+        live = paths.live_dir("train", run)
+        assert sorted(p.relative_to(live).as_posix() for p in live.rglob("*") if p.is_file()) == files
+        got = json.loads((live / "metrics.json").read_text())
+        assert got["step"] == curves["step"] and set(got["train"]) == set(curves["train"])
+        assert got["train"]["loss"] == pytest.approx(curves["train"]["loss"], rel=1e-4)
+        assert not paths.checkpoint_file("train", run).exists()
+    with pytest.raises(UserError, match="runs of one model only"):
+        pipeline.run_train_arm(params, "s-vae-0,s-beta_vae-0")

@@ -23,6 +23,7 @@ from priorlab.io import load_torch, save_torch
 from priorlab.models import build_model
 from priorlab.models.protocol import Model
 from priorlab.train import fit, fit_prior
+from priorlab.train.replicates import fit_replicates
 
 
 def resolve_device(name: str) -> torch.device:
@@ -83,6 +84,27 @@ def fit_phase(model: Model, data: Dataset, opt: OptimParams, *, checkpoint: str 
                  fingerprint=fingerprint, device=device, desc=desc, progress=progress, curves=curves)
     model.to("cpu")
     return {"steps": result.steps, "final": result.final_logs}
+
+
+def fit_replicates_phase(models: list[Model], data: Dataset, opts: list[OptimParams], *, checkpoints: list[Path],
+                         live_dirs: list[Path] | None, fingerprints: list[str], device: torch.device, desc: str,
+                         progress: bool = True, curves: str | None = None) -> list[dict | Exception]:
+    """:func:`fit_phase` of N replicates in one vectorised loop (:func:`priorlab.train.replicates.fit_replicates`):
+    ``opts`` equal but for their seeds.  Returns per model its steps and last logged values, or the
+    :class:`~priorlab.train.TrainingDiverged` that stopped it; the models are left on the CPU."""
+    from dataclasses import replace
+
+    if any(replace(o, seed=0) != replace(opts[0], seed=0) for o in opts):
+        raise ParamsError(f"{desc}: replicates must train with the same settings but their seed")
+    for m in models:
+        m.bind_data(data)
+    results = fit_replicates(models, models[0].training_set(data), opts[0], [o.seed for o in opts],
+                             checkpoints=checkpoints, fingerprints=fingerprints, device=device, desc=desc,
+                             progress=progress, live_dirs=live_dirs, curves=curves)
+    for m in models:
+        m.to("cpu")
+    return [r.diverged if r.diverged is not None else {"steps": r.result.steps, "final": r.result.final_logs}
+            for r in results]
 
 
 def start_model(setup: SetupParams, spec: ModelParams, data: Dataset, pretrained: dict | None, seed: int,

@@ -18,8 +18,8 @@ from priorlab.data.store import Dataset, build_arrays, ground_truth, write_datas
 from priorlab.io import as_read_back, load_torch, read_json, write_json, write_json_folder
 from priorlab.metric_registry import headline
 from priorlab.models.protocol import Model
-from priorlab.phases import (fingerprint, fit_phase, load_model, load_setup_data, new_model, pretrain_spec,
-                             resolve_device, save_model, start_model)
+from priorlab.phases import (fingerprint, fit_phase, fit_replicates_phase, load_model, load_setup_data, new_model,
+                             pretrain_spec, resolve_device, save_model, start_model)
 from priorlab.studies.cells import Cell
 
 
@@ -173,6 +173,60 @@ def run_train(params: Params, run: str) -> dict:
     meta = {"phase": "train", "run": run, "fingerprint": fp, **logs}
     save_model(paths.train_dir(run, params.run(run).group) / "model.pt", model, meta)
     return meta
+
+
+def run_train_arm(params: Params, runs: str | list[str]) -> list[dict]:
+    """``train@<run>`` for each of ``runs`` (a list, or names joined by commas) in one vectorised
+    process (:mod:`priorlab.train.replicates`): the seeds of one arm — one model entry, setups that
+    differ at most in their seed (each run starts from its own prior_init state).  Each run's model,
+    meta and curves go where :func:`run_train` writes them, equal to its output up to float rounding
+    (the fingerprint is the same).  A run that diverges leaves its checkpoint and no model; the others
+    are saved, then its error is raised."""
+    runs = [r for r in runs.split(",") if r] if isinstance(runs, str) else list(runs)
+    if not runs:
+        raise ParamsError("train arm: no runs given")
+    parts = [_run_parts(params, r) for r in runs]
+    names = {m for _, m, _ in parts}
+    if len(names) != 1:
+        raise ParamsError(f"train arm: runs of one model only, got {sorted(names)}")
+    nets = {_nets_record(params, s) for s, _, _ in parts}
+    if len(nets) != 1:
+        raise ParamsError(f"train arm: the runs' setups differ in more than their seed ({sorted({s for s, _, _ in parts})})")
+    data = load_setup_data(params, parts[0][0])
+    spec = params.model(parts[0][1])
+    models, opts, fps = [], [], []
+    for run, (setup, model_name, seed) in zip(runs, parts):
+        model, init_meta = load_model(params, setup, model_name, paths.prior_init_dir(run, setup) / "model.pt",
+                                      data.obs_shape)
+        opt = spec.phase("train", params.train)
+        opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed})
+        fps.append(fingerprint("train", run, spec.fields(), _asdict(opt), init_meta))  # as run_train's
+        model.set_phase("train")
+        models.append(model)
+        opts.append(opt)
+    results = fit_replicates_phase(models, data, opts, checkpoints=[paths.checkpoint_file("train", r) for r in runs],
+                                   live_dirs=[paths.live_dir("train", r) for r in runs], fingerprints=fps,
+                                   device=resolve_device(params.device), desc=f"train@{runs[0]}+{len(runs) - 1}",
+                                   curves="train")
+    metas, failed = [], []
+    for run, model, fp, logs in zip(runs, models, fps, results):
+        if isinstance(logs, Exception):
+            failed.append(logs)
+            continue
+        meta = {"phase": "train", "run": run, "fingerprint": fp, **logs}
+        save_model(paths.train_dir(run, params.run(run).group) / "model.pt", model, meta)
+        metas.append(meta)
+    if failed:
+        raise failed[0]  # a TrainingDiverged (a UserError: one line, exit 2)
+    return metas
+
+
+def _nets_record(params: Params, setup: str) -> str:
+    """A setup's settings but its seed, as text (the runs of an arm share them)."""
+    import json
+
+    record = {k: v for k, v in params.setup(setup).record().items() if k != "seed"}
+    return json.dumps(record, sort_keys=True, default=str)
 
 
 # --------------------------------------------------------------------------- evaluate

@@ -26,7 +26,7 @@ their own storage back when the run ends.  The members must branch identically i
 (:meth:`~priorlab.models.protocol.LossStep.not_vectorised`), train in separate runs:
 :func:`vectorisable` says which.
 
-Only the rows of the data set are shared; curves (dvclive) are not written per member.
+Only the rows of the data set are shared; each member writes its own curves (dvclive) when asked.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from priorlab.config import OptimParams
 from priorlab.device import deferred_value_checks
 from priorlab.io import load_torch, remove_temporaries, save_torch
 from priorlab.models.protocol import Batch, LossStep, Model, StepContext, TrainingSet
+from priorlab.train.live import restore as restore_live, snapshot as snapshot_live
 from priorlab.train.trainer import (
     KILL_ENV,
     BatchSampler,
@@ -301,15 +302,20 @@ def fit_replicates(
     noise: str = "member",
     desc: str = "replicates",
     progress: bool = True,
+    live_dirs: list[str | Path] | None = None,
+    curves: str | None = None,
 ) -> list[ReplicateResult]:
     """Train ``models[i]`` as the run of ``opt`` with seed ``seeds[i]``, all N in one vectorised loop.
 
     Each member's checkpoint (``checkpoints[i]``, every ``opt.checkpoint_every`` steps, removed when
     it completes) has the format of :func:`~priorlab.train.fit`'s, so either resumes the other; a
     run resumes when every member's checkpoint matches its fingerprint at the same step (else it starts
-    over).  ``noise``: :data:`NOISE_MODES`.  ``opt.compile`` compiles the vectorised loss.  Raises
+    over).  ``live_dirs``: each member's dvclive folder, its curves named ``<curves>/<term>`` (default
+    ``desc``) as :func:`fit` writes them (values equal up to rounding).  ``noise``: :data:`NOISE_MODES`.  ``opt.compile`` compiles the vectorised loss.  Raises
     ``ValueError`` when the models cannot be vectorised (:func:`vectorisable`)."""
     n = len(models)
+    if live_dirs is not None and len(live_dirs) != n:
+        raise ValueError(f"need one live folder per model: {n} models, {len(live_dirs)} folders")
     if not n or not (len(seeds) == len(checkpoints) == len(fingerprints) == n):
         raise ValueError(f"need one seed, checkpoint and fingerprint per model: {n} models, {len(seeds)} seeds, "
                          f"{len(checkpoints)} checkpoints, {len(fingerprints)} fingerprints")
@@ -333,7 +339,9 @@ def fit_replicates(
     scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, sorted(opt.lr_milestones), gamma=opt.lr_gamma)
     samplers = [BatchSampler(len(data), opt.batch_size, s, device=data.device) for s in seeds]
     plan = NoisePlan(seeds, device, noise)
-    start = _resume(checkpoints, fingerprints, models, optimizer, scheduler, samplers, plan)
+    start, snapshots = _resume(checkpoints, fingerprints, models, optimizer, scheduler, samplers, plan,
+                               live_dirs is not None)
+    lives = _open_lives(live_dirs, snapshots if start else None)
 
     step_module = _StepLoss(template)
     flat = {f"model.{k}": v for k, v in {**params, **buffers}.items()}
@@ -362,7 +370,8 @@ def fit_replicates(
                     "fingerprint": fingerprints[i], "step": step, "model": models[i].state_dict(),
                     "optimizer": _member_optimizer_state(state, i), "scheduler": scheduler.state_dict(),
                     "sampler": samplers[i].state_dict(), "torch_rng": plan.generators[i].get_state()
-                    if device.type == "cpu" else None, "live": None,
+                    if device.type == "cpu" else None,
+                    "live": snapshot_live(live_dirs[i]) if live_dirs is not None else None,
                     "cuda_rng": [plan.generators[i].get_state()] if device.type == "cuda" else None})
 
     def check() -> None:
@@ -412,6 +421,11 @@ def fit_replicates(
                     read = {k: v.detach().to(torch.float64).tolist() for k, v in logs.items()}
                     for i in range(n):
                         last_logs[i] = {k: v[i] for k, v in read.items()}
+                        if lives and alive[i]:
+                            lives[i].step = step
+                            for k, v in last_logs[i].items():
+                                lives[i].log_metric(f"{curves or desc}/{k}", v)
+                            lives[i].make_summary()
                 if save_now:
                     save(step)
                 if step == kill_at:
@@ -420,6 +434,8 @@ def fit_replicates(
                     break
     finally:
         bar.close()
+        for live in lives:
+            live.end()
         torch.distributions.Distribution.set_default_validate_args(validate_default)
         for p in params.values():
             p.requires_grad_(False)
@@ -453,16 +469,33 @@ def _step(plan: NoisePlan, template: Model, first: Batch, ctx: StepContext, batc
     raise NotVectorisable(f"{type(template).__name__}'s step draws different noise each time it runs")
 
 
+def _open_lives(live_dirs: list[str | Path] | None, snapshots: list[dict] | None) -> list:
+    """A dvclive ``Live`` per member (none without ``live_dirs``), its folder first put back as its
+    checkpoint had it when resuming (``snapshots``), as :func:`fit` does."""
+    if live_dirs is None:
+        return []
+    from dvclive import Live
+
+    lives = []
+    for i, d in enumerate(live_dirs):
+        if snapshots:
+            restore_live(d, snapshots[i])
+        lives.append(Live(str(d), dvcyaml=False, save_dvc_exp=False, resume=bool(snapshots), report=None))
+    return lives
+
+
 def _resume(checkpoints: list[Path], fingerprints: list[str], models: list[Model], optimizer, scheduler,
-            samplers: list[BatchSampler], plan: NoisePlan) -> int:
-    """The step every member's checkpoint is at (their states loaded), or 0 (stale ones removed)."""
+            samplers: list[BatchSampler], plan: NoisePlan, with_live: bool) -> tuple[int, list]:
+    """The step every member's checkpoint is at (their states loaded) and their curves' snapshots, or
+    ``(0, [])`` (stale ones removed; one without curves when curves are kept cannot resume them)."""
     states = [load_torch(c) if c.is_file() else None for c in checkpoints]
-    ok = all(s is not None and s.get("fingerprint") == f for s, f in zip(states, fingerprints))
+    ok = all(s is not None and s.get("fingerprint") == f and (not with_live or s.get("live") is not None)
+             for s, f in zip(states, fingerprints))
     if not ok or len({s["step"] for s in states}) != 1:
         for c, s in zip(checkpoints, states):
             if s is not None:
                 c.unlink()
-        return 0
+        return 0, []
     for m, s in zip(models, states):
         with torch.no_grad():
             for k, v in m.state_dict().items():
@@ -472,4 +505,4 @@ def _resume(checkpoints: list[Path], fingerprints: list[str], models: list[Model
     for sampler, s in zip(samplers, states):
         sampler.load_state_dict(s["sampler"])
     plan.set_states([s["torch_rng"] if s.get("cuda_rng") is None else s["cuda_rng"][0] for s in states])
-    return int(states[0]["step"])
+    return int(states[0]["step"]), [s["live"] for s in states]
