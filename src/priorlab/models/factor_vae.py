@@ -31,7 +31,9 @@ def permute_dims(z: torch.Tensor, generator: torch.Generator | None = None) -> t
     """Samples of Π_j q(z_j): each column of ``z`` [B, D] permuted independently over the batch
     (Kim & Mnih Alg. 1; disentanglement_lib's ``shuffle_codes``)."""
     b, d = z.shape
-    idx = torch.argsort(torch.rand(b, d, generator=generator, device=z.device), dim=0)
+    # a fill of an empty tensor (torch.rand's numbers): a Tensor method, which the vectorised replicates'
+    # noise override also sees in compiled code (priorlab.train.replicates)
+    idx = torch.argsort(torch.empty(b, d, device=z.device).uniform_(generator=generator), dim=0)
     return torch.gather(z, 0, idx)
 
 
@@ -52,8 +54,10 @@ class Discriminator(nn.Module):
         return self.net(z)
 
     def tc_estimate(self, z: torch.Tensor) -> torch.Tensor:
-        """Per-sample density-ratio estimate log q(z)/Π_j q(z_j) ≈ D_0(z) - D_1(z)."""
-        logits = self(z)
+        """Per-sample density-ratio estimate log q(z)/Π_j q(z_j) ≈ D_0(z) - D_1(z), differentiable in
+        ``z`` only: the discriminator's weights enter as constants (the VAE loss never trains them)."""
+        fixed = {k: v.detach() for k, v in self.named_parameters()}
+        logits = torch.func.functional_call(self, fixed, (z,))
         return logits[:, 0] - logits[:, 1]
 
     def loss(self, z: torch.Tensor, z_perm: torch.Tensor) -> torch.Tensor:
@@ -101,9 +105,15 @@ class FactorVAE(VAE):
         return [*vae, {"params": list(self.discriminator.parameters()), "lr": self.discriminator_lr,
                        "betas": self.discriminator_betas, "name": "discriminator"}]
 
-    def not_vectorised(self) -> str | None:
-        return ("two losses, each differentiated w.r.t. its own parameters (the VAE's and the discriminator's, "
-                "Alg. 2), not one step loss")
+    def step_loss(self, batch: Batch, ctx: StepContext) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The VAE loss plus the discriminator's loss on the detached codes and their permutation: each
+        parameter's gradient of the sum is the one :meth:`train_step` takes from its own loss, since the
+        TC term holds the discriminator's weights fixed and the discriminator sees detached codes."""
+        loss, logs, terms = self.loss_terms(batch, ctx)
+        z = terms.z.detach()
+        d_loss = self.discriminator.loss(z, permute_dims(z))
+        logs["discriminator_loss"] = d_loss.detach()
+        return loss + d_loss, logs
 
     def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, torch.Tensor]:
         """One joint step: gradients of the VAE loss w.r.t. the VAE's parameters only, of the
