@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from priorlab.config import parse_params
-from priorlab.studies.fidelity import effective_steps, parameter_counts
+from priorlab.studies.fidelity import effective_steps, parameter_counts, svi_step_size
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "profiles" / "paper_settings.yaml"
@@ -40,9 +40,13 @@ def same(a, b) -> bool:
 def measured(params, measure: dict) -> dict[str, object]:
     """What a ``measure`` entry reads from the built models: label -> value.  ``steps``: the optimiser steps
     that train each of ``runs`` (its pretraining included when it starts from one); ``parameters``: the
-    trainable parameters of ``model`` on ``setup``'s nets, in the modules ``part`` (or ``total``)."""
+    trainable parameters of ``model`` on ``setup``'s nets, in the modules ``part`` (or ``total``); ``svi_step_size``:
+    rho of a factorial mixture model's ``step``-th SVI step (its schedule, 6 decimals)."""
     if measure["kind"] == "steps":
         return {f"steps of {run} (pretraining included)": effective_steps(params, run)["total"] for run in measure["runs"]}
+    if measure["kind"] == "svi_step_size":
+        return {f"rho of {measure['model']}'s SVI step {measure['step']}": round(
+            svi_step_size(params, measure["model"], measure["step"]), 6)}
     counts = parameter_counts(params, measure["setup"], measure["model"], tuple(measure["obs_shape"]))
     parts = measure.get("part", ["total"])
     return {f"parameters of {measure['model']} ({' + '.join(parts)})": sum(counts[part] for part in parts)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from priorlab.config import Params
 from priorlab.phases import new_model, pretrain_spec
+from priorlab.priors.factorial_mixture import robbins_monro_step_size
 
 
 def effective_steps(params: Params, run: str) -> dict[str, int]:
@@ -30,3 +31,11 @@ def parameter_counts(params: Params, setup: str, model: str, obs_shape: tuple[in
     counts = {name: n for name, n in counts.items() if n}
     counts["total"] = sum(p.numel() for p in built.parameters() if p.requires_grad)
     return counts
+
+
+def svi_step_size(params: Params, model: str, step: int = 1) -> float:
+    """rho of the ``step``-th SVI step of a factorial mixture model's prior, from its schedule
+    rho_tau = (tau0 + tau)^-kappa (sec. 2.4.3; the function the prior's updates call).  Step 1 is the
+    first of the prior initialisation (its SVI count starts there)."""
+    spec = params.model(model)
+    return robbins_monro_step_size(step, spec.tau0, spec.kappa)
