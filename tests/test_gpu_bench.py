@@ -35,7 +35,8 @@ def test_paper_work_counts_every_run_and_pretraining_once():
 
 @pytest.mark.slow
 def test_tiny_dry_run_without_dvc_or_dvclive(tmp_path):
-    proc = run_without_dvc("benchmarks.gpu_bench", ["--out", str(tmp_path), "--tiny", "--device", "cpu"])
+    # a 1 s budget: (e) measures one key of its own, reuses (a)'s and borrows the rest (every path, less time)
+    proc = run_without_dvc("benchmarks.gpu_bench", ["--out", str(tmp_path), "--tiny", "--device", "cpu", "--budget-s", "1"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads((tmp_path / "gpu_bench.json").read_text())
     assert set(out["step"]) == set(gpu_bench.STEP_CASES)
@@ -46,6 +47,8 @@ def test_tiny_dry_run_without_dvc_or_dvclive(tmp_path):
     paper = load_params(ROOT / "profiles" / "paper.yaml")
     assert hours["runs"] == len(paper.runs) and hours["total_gpu_hours"] > 0  # every run of the paper profile
     assert all("ms_per_step" in w for w in hours["work"])
+    assert {w["how"] for w in hours["work"]} == {"measured", "step table (a)", "borrowed (time budget)"}
+    assert sum(w["how"] == "measured" for w in hours["work"]) == 1
 
 
 @pytest.mark.slow
