@@ -276,3 +276,11 @@ def test_an_arm_writes_what_its_train_stages_write(tmp_path, monkeypatch):
         assert not paths.checkpoint_file("train", run).exists()
     with pytest.raises(UserError, match="runs of one model only"):
         pipeline.run_train_arm(params, "s-vae-0,s-beta_vae-0")
+
+
+def test_members_that_differ_in_a_setting_are_refused(x, tmp_path):
+    """The vectorised step runs the first member's Python code (its β, schedules) for every member."""
+    models = [build(VAEParams(kind="vae", beta=1.0), 0, x), build(VAEParams(kind="vae", beta=4.0), 1, x)]
+    with pytest.raises(ValueError, match="beta is 1.0 for the first member, 4.0 for member 1"):
+        fit_replicates(models, TrainingSet(x, lambda b: b), options(steps=1), [0, 1],
+                       checkpoints=[tmp_path / "a.pt", tmp_path / "b.pt"], fingerprints=["f", "f"])

@@ -222,6 +222,25 @@ class ReplicateResult:
     diverged: TrainingDiverged | None = None
 
 
+_SETTINGS = (bool, int, float, str, tuple)
+
+
+def check_same_settings(members: list[Model]) -> None:
+    """Raise ``ValueError`` when two members' modules differ in a plain setting (a number, string or
+    tuple attribute, e.g. β): the vectorised step runs the first member's Python code for all of them."""
+    first = dict(members[0].named_modules())
+    for i, m in enumerate(members[1:], 1):
+        for path, mod in m.named_modules():
+            ref = first.get(path)
+            if ref is None or type(ref) is not type(mod):
+                raise ValueError(f"replicates must be the same model: member {i} differs at {path or 'the top'}")
+            for k, v in vars(mod).items():
+                if isinstance(v, _SETTINGS) and vars(ref).get(k) != v:
+                    where = f"{path}.{k}" if path else k
+                    raise ValueError(f"replicates must be the same model: {where} is {vars(ref).get(k)!r} for the "
+                                     f"first member, {v!r} for member {i}")
+
+
 def _stack(members: list[Model]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], list[str]]:
     """Stacked parameters (trainable ones as leaves that require grad) and buffers; the members'
     tensors become views of their slices.  Also the names of the trainable parameters."""
@@ -325,6 +344,7 @@ def fit_replicates(
             raise ValueError(f"{type(m).__name__} cannot train vectorised: {why}")
         if type(m) is not type(models[0]):
             raise ValueError(f"replicates must be one model kind: {type(models[0]).__name__} and {type(m).__name__}")
+    check_same_settings(models)
     device = torch.device(device)
     checkpoints = [Path(c) for c in checkpoints]
     for c in checkpoints:
