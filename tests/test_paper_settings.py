@@ -13,50 +13,10 @@ import pytest
 import yaml
 
 from priorlab.config import parse_params
-from priorlab.studies.fidelity import effective_steps, parameter_counts, svi_step_size
+from priorlab.studies.fidelity import NOTES, effective_steps, held_values, parameter_counts, same
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "profiles" / "paper_settings.yaml"
-NOTES = ("deviation", "missing")
-
-
-def resolve(params, dotted: str):
-    """The value at ``dotted`` in parsed params (attributes and mapping keys, defaults included)."""
-    value = params
-    for part in dotted.split("."):
-        value = value[part] if isinstance(value, dict) else getattr(value, part)
-    return value
-
-
-def same(a, b) -> bool:
-    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        return isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b) and \
-            all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return abs(float(a) - float(b)) <= 1e-12 * max(1.0, abs(float(b)))
-    return a == b
-
-
-def measured(params, measure: dict) -> dict[str, object]:
-    """What a ``measure`` entry reads from the built models: label -> value.  ``steps``: the optimiser steps
-    that train each of ``runs`` (its pretraining included when it starts from one); ``parameters``: the
-    trainable parameters of ``model`` on ``setup``'s nets, in the modules ``part`` (or ``total``); ``svi_step_size``:
-    rho of a factorial mixture model's ``step``-th SVI step (its schedule, 6 decimals)."""
-    if measure["kind"] == "steps":
-        return {f"steps of {run} (pretraining included)": effective_steps(params, run)["total"] for run in measure["runs"]}
-    if measure["kind"] == "svi_step_size":
-        return {f"rho of {measure['model']}'s SVI step {measure['step']}": round(
-            svi_step_size(params, measure["model"], measure["step"]), 6)}
-    counts = parameter_counts(params, measure["setup"], measure["model"], tuple(measure["obs_shape"]))
-    parts = measure.get("part", ["total"])
-    return {f"parameters of {measure['model']} ({' + '.join(parts)})": sum(counts[part] for part in parts)}
-
-
-def held_values(params, entry: dict) -> dict[str, object]:
-    """Each param of an entry, or each quantity its ``measure`` reads, -> its value in ``params``."""
-    if "measure" in entry:
-        return measured(params, entry["measure"])
-    return {p: resolve(params, p) for p in entry["params"]}
 
 
 def disagreements(raw_params: dict, table: dict) -> list[str]:
@@ -143,3 +103,18 @@ def test_parameter_counts_are_the_built_modules():
     counts = parameter_counts(params, "dsprites_isa", "isa_factor_vae", (1, 64, 64))
     assert counts["discriminator"] == 25 * 1000 + 1000 + 4 * (1000 * 1000 + 1000) + 1000 * 2 + 2
     assert counts["total"] == sum(n for name, n in counts.items() if name != "total")
+
+
+def test_the_generated_fidelity_table_is_current(table):
+    """reports/paper_settings.md is settings_markdown of the committed table and profiles (regenerate with
+    ``python -m priorlab.studies.fidelity``); a measured row shows what runs (a cpu model's train_steps 0 as
+    the phase's steps)."""
+    from priorlab.config import load_params
+    from priorlab.studies.fidelity import settings_markdown
+
+    profiles = {n: load_params(ROOT / "profiles" / f"{n}.yaml") for n in ("paper", "cpu")}
+    text = settings_markdown(table, profiles)
+    assert (ROOT / "reports" / "paper_settings.md").read_text() == text
+    row = next(line for line in text.splitlines() if line.startswith("| Smiley joint training |"))
+    cpu = profiles["cpu"]
+    assert f"| 150000 | {cpu.model('vsc_smiley').phase('train', cpu.train).steps} | match |" in row
