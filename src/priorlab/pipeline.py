@@ -9,6 +9,7 @@ its own outputs atomically.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 
@@ -161,15 +162,27 @@ def _prior_init_run(params: Params, run: str, data: Dataset, pre: dict | None) -
 
 def run_train(params: Params, run: str) -> dict:
     """``train@<run>``: joint training of nets and prior from the prior_init state."""
+    data = load_setup_data(params, params.run(run).setup)
+    model, opt, fp = _train_start(params, run, data)
+    logs = _fit_phase(params, model, data, opt, "train", run, fp)
+    return _save_trained(params, run, model, fp, logs)
+
+
+def _train_start(params: Params, run: str, data: Dataset) -> tuple[Model, OptimParams, str]:
+    """A run's model from its prior_init state, in the train phase, with its options (the model's own
+    length and optimiser settings, the run's seed offset) and the run's fingerprint."""
     setup, model_name, seed = _run_parts(params, run)
-    data = load_setup_data(params, setup)
     model, init_meta = load_model(params, setup, model_name, paths.prior_init_dir(run, setup) / "model.pt", data.obs_shape)
     spec = params.model(model_name)
     opt = spec.phase("train", params.train)  # a model may set its own length and optimiser settings
     opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed})
     fp = fingerprint("train", run, spec.fields(), _asdict(opt), init_meta)
     model.set_phase("train")
-    logs = _fit_phase(params, model, data, opt, "train", run, fp)
+    return model, opt, fp
+
+
+def _save_trained(params: Params, run: str, model: Model, fp: str, logs: dict) -> dict:
+    """``train@<run>``'s model file, with its meta (returned)."""
     meta = {"phase": "train", "run": run, "fingerprint": fp, **logs}
     save_model(paths.train_dir(run, params.run(run).group) / "model.pt", model, meta)
     return meta
@@ -193,19 +206,9 @@ def run_train_arm(params: Params, runs: str | list[str]) -> list[dict]:
     if len(nets) != 1:
         raise ParamsError(f"train arm: the runs' setups differ in more than their seed ({sorted({s for s, _, _ in parts})})")
     data = load_setup_data(params, parts[0][0])
-    spec = params.model(parts[0][1])
-    models, opts, fps = [], [], []
-    for run, (setup, model_name, seed) in zip(runs, parts):
-        model, init_meta = load_model(params, setup, model_name, paths.prior_init_dir(run, setup) / "model.pt",
-                                      data.obs_shape)
-        opt = spec.phase("train", params.train)
-        opt = OptimParams(**{**_asdict(opt), "seed": opt.seed + seed})
-        fps.append(fingerprint("train", run, spec.fields(), _asdict(opt), init_meta))  # as run_train's
-        model.set_phase("train")
-        models.append(model)
-        opts.append(opt)
-    results = fit_replicates_phase(models, data, opts, checkpoints=[paths.checkpoint_file("train", r) for r in runs],
-                                   live_dirs=[paths.live_dir("train", r) for r in runs], fingerprints=fps,
+    models, opts, fps = zip(*(_train_start(params, run, data) for run in runs))  # as run_train's, fingerprints too
+    results = fit_replicates_phase(list(models), data, list(opts), checkpoints=[paths.checkpoint_file("train", r) for r in runs],
+                                   live_dirs=[paths.live_dir("train", r) for r in runs], fingerprints=list(fps),
                                    device=resolve_device(params.device), desc=f"train@{runs[0]}+{len(runs) - 1}",
                                    curves="train")
     metas, failed = [], []
@@ -213,9 +216,7 @@ def run_train_arm(params: Params, runs: str | list[str]) -> list[dict]:
         if isinstance(logs, Exception):
             failed.append(logs)
             continue
-        meta = {"phase": "train", "run": run, "fingerprint": fp, **logs}
-        save_model(paths.train_dir(run, params.run(run).group) / "model.pt", model, meta)
-        metas.append(meta)
+        metas.append(_save_trained(params, run, model, fp, logs))
     if failed:
         raise failed[0]  # a TrainingDiverged (a UserError: one line, exit 2)
     return metas
@@ -223,8 +224,6 @@ def run_train_arm(params: Params, runs: str | list[str]) -> list[dict]:
 
 def _nets_record(params: Params, setup: str) -> str:
     """A setup's settings but its seed, as text (the runs of an arm share them)."""
-    import json
-
     record = {k: v for k, v in params.setup(setup).record().items() if k != "seed"}
     return json.dumps(record, sort_keys=True, default=str)
 

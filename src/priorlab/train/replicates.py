@@ -364,8 +364,8 @@ def fit_replicates(
     lives = _open_lives(live_dirs, snapshots if start else None)
 
     step_module = _StepLoss(template)
-    flat = {f"model.{k}": v for k, v in {**params, **buffers}.items()}
-    names = list(flat)
+    flat = {f"model.{k}": v for k, v in {**params, **buffers}.items()}  # the step module's names
+    names, tensors = list(flat), list(flat.values())
 
     def member_loss(tensors, x, labels, draws, ctx):
         with _Noise(plan.draws, draws):
@@ -426,7 +426,7 @@ def fit_replicates(
                 # the KL weight as a tensor: a compiled loss takes a new value as an input (a number would recompile)
                 ctx = StepContext(None, torch.tensor(kl_weight(step, opt.kl_warmup_steps), dtype=torch.float64,
                                                      device=device), wants_logs=log_step)
-                loss, logs = _step(plan, template, batches[0], ctx, batched, params, buffers, names, x, labels)
+                loss, logs = _step(plan, template, batches[0], ctx, batched, tensors, x, labels)
                 optimizer.zero_grad(set_to_none=True)
                 loss.sum().backward()
                 optimizer.step()
@@ -469,12 +469,9 @@ def fit_replicates(
     return out
 
 
-def _step(plan: NoisePlan, template: Model, first: Batch, ctx: StepContext, batched, params, buffers, names, x,
-          labels):
-    """The vectorised loss of one step: the members' draws, then the mapped loss (re-planned when the
-    step drew other noise than the plan)."""
-    tensors = [params[k[len("model."):]] if k[len("model."):] in params else buffers[k[len("model."):]]
-               for k in names]
+def _step(plan: NoisePlan, template: Model, first: Batch, ctx: StepContext, batched, tensors: list, x, labels):
+    """The vectorised loss of one step: the members' draws, then the mapped loss over the stacked
+    ``tensors`` (re-planned when the step drew other noise than the plan)."""
     for attempt in range(2):
         if plan.draws is None:
             with torch.no_grad():
