@@ -6,7 +6,7 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv datasets demo repro shard collect slurm cluster-tools test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
+.PHONY: venv datasets demo repro diagnose shard collect slurm cluster-tools test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
 REV ?= HEAD
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -29,9 +29,14 @@ $(DATASETS_OK): scripts/install_datasets.sh | venv  # repro's prerequisite: chec
 
 JOBS ?= 2
 GPUS ?=
-repro: venv $(DATASETS_OK)   ## the whole DVC pipeline on the profile in params.yaml (default: cpu), JOBS stages side by side [GPUS=0,1,..: one per worker]
+TARGETS ?= report
+repro: venv $(DATASETS_OK)   ## every paper's claims and report on the profile in params.yaml (default: cpu), JOBS stages side by side [GPUS=0,1,..: one per worker; TARGETS=..: other stages]
 	$(BIN)/python -m priorlab.config check --once
-	$(BIN)/python -m stagerun.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS))
+	$(BIN)/python -m stagerun.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS)) $(TARGETS)
+
+diagnose: venv $(DATASETS_OK)  ## after (or instead of) `make repro`: the diagnosis arms and reports/diagnosis/ (why the failing claims fail)
+	$(BIN)/python -m priorlab.config check --once
+	$(BIN)/python -m stagerun.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS)) diagnosis
 
 DEMO ?= .demo
 DEMO_TARGETS ?=

@@ -274,3 +274,22 @@ def test_a_models_printed_settings_leave_out_unset_options():
     plain = load_params(ROOT / "profiles" / "tiny.yaml").model(model)
     assert str(plain) == repr(plain).replace("train_phase=None, pretrain_phase=None, ", "")
     assert "train_phase=PhaseOverrides(batch_size=32" in str(parse_params(raw).model(model))
+
+
+def test_a_run_group_starts_with_a_folder_the_figures_and_report_read_or_is_an_arm():
+    """A group outside the folders ``figures`` and ``report`` depend on would leave its runs out of DVC's
+    graph for them: one line naming the group and the folders; ``diagnosis/...`` is an arm."""
+    base = raw()
+    run = next(iter(base["runs"]))
+    for group in ("mine", "reports/x"):
+        bad = copy.deepcopy(base)
+        bad["runs"][run]["group"] = group
+        with pytest.raises(ParamsError, match=rf"runs.{run}.group: '{group}' starts with no folder .* baselines, "
+                                              "fmvae_experiments, vsc_experiments"):
+            parse_params(bad)
+    good = copy.deepcopy(base)
+    good["runs"][run]["group"] = "diagnosis/vsc_experiments/smiley"
+    params = parse_params(good)
+    assert params.runs[run].diagnosis and run not in params.reported_runs()
+    good["runs"][run]["group"] = "baselines/mine"
+    assert not parse_params(good).runs[run].diagnosis

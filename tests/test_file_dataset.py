@@ -26,7 +26,7 @@ def raw_params(**dataset):
             "models": {"pretrain": {"kind": "vae"}, "vae": {"kind": "vae"}},
             "pretrain": {"steps": 6, "batch_size": 10, "lr": 0.001}, "train": {"steps": 6, "batch_size": 10, "lr": 0.001},
             "evaluate": {"iw_samples": 3, "metrics": []},
-            "runs": {"mine-vae-0": {"setup": "mine", "model": "vae", "seed": 0, "group": "custom"}}}
+            "runs": {"mine-vae-0": {"setup": "mine", "model": "vae", "seed": 0, "group": "baselines/custom"}}}
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_a_model_trains_and_is_scored_on_it_through_the_stages(project):
     pipeline.run_train(params, "mine-vae-0")
     result = pipeline.run_evaluate(params, "mine-vae-0")
     assert np.isfinite(result["test"]["elbo"]) and result["latent_dim"] == 2
-    assert json.loads(paths.metrics_file("mine-vae-0", "custom").read_text())
+    assert json.loads(paths.metrics_file("mine-vae-0", "baselines/custom").read_text())
 
 
 def test_every_data_stage_depends_on_the_inputs_folder():
@@ -110,7 +110,7 @@ def test_the_api_fits_the_weights_of_the_pipelines_train_stage(project, kind):
     pipeline.run_setup_runs(params)
     pipeline.run_prior_init(params, "mine")
     pipeline.run_train(params, "mine-vae-0")
-    stage = load_torch(paths.train_dir("mine-vae-0", "custom") / "model.pt")["state_dict"]
+    stage = load_torch(paths.train_dir("mine-vae-0", "baselines/custom") / "model.pt")["state_dict"]
 
     x = load_dataset(project / "data" / "mine").arrays["x_train"]
     api = priorlab.model(kind, latent_dim=2, hidden=[8, 8], likelihood="multinomial").fit(
@@ -185,7 +185,7 @@ def test_prior_init_reads_the_setup_runs_file_of_these_params_or_refuses(project
     with pytest.raises(ParamsError, match="older than params.yaml's runs of setup 'mine'"):
         pipeline.run_prior_init(parse_params(raw), "mine")
     raw = raw_params()
-    raw["runs"]["other-vae-0"] = {"setup": "mine", "model": "vae", "seed": 1, "group": "custom"}
+    raw["runs"]["other-vae-0"] = {"setup": "mine", "model": "vae", "seed": 1, "group": "baselines/custom"}
     with pytest.raises(ParamsError, match="older than"):
         pipeline.run_prior_init(parse_params(raw), "mine")
     pipeline.run_prior_init(params, "mine")

@@ -23,7 +23,7 @@ VENDOR = ROOT / "plots" / "vendor"
 DVC = str(Path(sys.executable).with_name("dvc"))
 BUNDLE = re.compile(r'<script data-package="([^"@]+)@([^"]+)">(.*?)</script>', re.S)
 LOADS_BY_URL = re.compile(r"<(?:script|link|img|iframe|object|embed|source)\b[^>]*\b(?:src|href)\s*=", re.I)
-CURVES = re.compile(r"reports/live/train/([^/]+)/plots/metrics")
+CURVES = re.compile(r"reports/live/train/.+/([^/]+)/plots/metrics")
 REV_COLOURS = ((0x94, 0x5D, 0xD6), (0x13, 0xAD, 0xC7))  # dvc_render's colours of the 1st / 2nd revision
 
 
@@ -60,7 +60,8 @@ def curve_definitions(runs) -> list[tuple[str, dict]]:
     defs = []
     for entry in body.get("plots", []):
         path, props = next(iter(entry.items()))
-        defs += [(path.replace("${key}", run), {k: v for k, v in props.items() if k != "cache"}) for run in runs]
+        defs += [(path.replace("${key}", run).replace("${item.group}", spec.get("group", "baselines")),
+                  {k: v for k, v in props.items() if k != "cache"}) for run, spec in runs.items()]
     return defs
 
 
@@ -71,8 +72,9 @@ def test_training_curves_are_declared_for_every_run():
     of every profile is on the page, and only once: a top-level entry for the same files would draw
     them a second time."""
     body = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["train"]["do"]
-    assert body["plots"] == [{"reports/live/train/${key}/plots/metrics": {"cache": False, "template": "smooth", "x": "step"}}]
-    assert "metrics" not in body and "reports/live/train/${key}/metrics.json" in body["outs"]
+    assert body["plots"] == [{"reports/live/train/${item.group}/${key}/plots/metrics": {"cache": False, "template": "smooth",
+                                                                                       "x": "step"}}]
+    assert "metrics" not in body and "reports/live/train/${item.group}/${key}/metrics.json" in body["outs"]
     assert not [plot_id for plot_id, _ in plot_definitions() if CURVES.fullmatch(plot_id)]
     runs = yaml.safe_load((ROOT / "profiles" / "cpu.yaml").read_text())["runs"]
     assert all(CURVES.fullmatch(plot_id) for plot_id, _ in curve_definitions(runs))
@@ -242,7 +244,7 @@ def test_plots_diff_page_draws_both_revisions_with_the_network_blocked(tmp_path)
     shutil.copy(ROOT / ".dvc" / "config", repo / ".dvc" / "config")     # config (its page template) and templates
     (repo / "plots").mkdir()
     shutil.copy(TEMPLATE, repo / "plots" / TEMPLATE.name)
-    runs = list(yaml.safe_load((ROOT / "profiles" / "cpu.yaml").read_text())["runs"])[:2]
+    runs = dict(list(yaml.safe_load((ROOT / "profiles" / "cpu.yaml").read_text())["runs"].items())[:2])
     definitions = plot_definitions() + curve_definitions(runs)  # every claim plot, 2 runs' curves
     (repo / "dvc.yaml").write_text(yaml.safe_dump({"plots": [{k: v} for k, v in definitions]}))
     n_plots = _fixture_data(repo, definitions, 0.0)

@@ -54,6 +54,12 @@ def test_outputs_and_metric_ranges(project):
     assert all(run.rsplit("-", 1)[0].split("-")[0] in report for run in RUNS) and "MIG" in report
     assert not list((project / ".checkpoints").rglob("*.pt")), "checkpoints are removed on completion"
     assert "dsprites-beta_vae-0" in dvc(project, "metrics", "show").stdout
+    # issue 43: the diagnosis stage ran (downstream of everything), one file per study it covers
+    from priorlab.studies.diagnosis import DIAGNOSES
+
+    index = (project / "reports" / "diagnosis" / "README.md").read_text()
+    assert all(f"[`{study}`]({study}.md)" in index and (project / "reports" / "diagnosis" / f"{study}.md").is_file()
+               for study in DIAGNOSES)
 
 
 def test_metrics_show_of_each_group_fits_a_screen(project):
@@ -120,8 +126,8 @@ def test_joint_training_param_reruns_only_downstream(project):
     params["train"]["lr"] = params["train"]["lr"] * 2
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     status = json.loads(dvc(project, "status", "--json").stdout)
-    # only the stages that read train.* themselves (the report prints the settings)
-    assert status and all(name.startswith("train@") or name == "report" for name in status), status
+    # only the stages that read train.* themselves (the report prints the settings, the diagnosis compares them with the papers)
+    assert status and all(name.startswith("train@") or name in ("report", "diagnosis") for name in status), status
     assert {f"train@{r}" for r in RUNS} <= set(status), status
     # the parallel runner (what `make repro` runs) on one run's chain: its training reruns, its evaluation
     # follows (its input changed), nothing upstream does; the other runs' retraining is the same code
@@ -194,7 +200,7 @@ def test_fmvae_prior_params_rerun_only_prior_init_and_after(project):
     # The studies' aggregating stages and the real-data fits of paper 003 track the whole models section
     # (DVC cannot list a profile-dependent set of keys); every per-run stage and study cell outside this
     # run is untouched.
-    in_process = {"isa_experiments", "mssc_experiments", "sparse_vae_experiments", "sparse_vae_real"}
+    in_process = {"isa_experiments", "mssc_experiments", "sparse_vae_experiments", "sparse_vae_real", "diagnosis"}
     assert set(status) - in_process == {"setup_runs", f"train@{run}"}, status
     proc = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2")
     ran = set(re.findall(r"running (\S+):", proc.stdout))

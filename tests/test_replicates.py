@@ -223,10 +223,10 @@ def arm_params(steps: int = 30) -> dict:
         "pretrain": {"steps": 10, "batch_size": 16, "lr": 0.001},
         "train": {"steps": steps, "batch_size": 16, "lr": 0.001, "log_every": 10, "checkpoint_every": 10},
         "evaluate": {"iw_samples": 3, "metrics": []},
-        "runs": {"s-vae-0": {"setup": "s", "model": "vae", "seed": 0, "group": "g"},
-                 "s-vae-1": {"setup": "s", "model": "vae", "seed": 1, "group": "g"},
-                 "s_r1-vae-0": {"setup": "s_r1", "model": "vae", "seed": 0, "group": "g"},
-                 "s-beta_vae-0": {"setup": "s", "model": "beta_vae", "seed": 0, "group": "g"}}}
+        "runs": {"s-vae-0": {"setup": "s", "model": "vae", "seed": 0, "group": "baselines/g"},
+                 "s-vae-1": {"setup": "s", "model": "vae", "seed": 1, "group": "baselines/g"},
+                 "s_r1-vae-0": {"setup": "s_r1", "model": "vae", "seed": 0, "group": "baselines/g"},
+                 "s-beta_vae-0": {"setup": "s", "model": "beta_vae", "seed": 0, "group": "baselines/g"}}}
 
 
 def test_an_arm_writes_what_its_train_stages_write(tmp_path, monkeypatch):
@@ -253,23 +253,23 @@ def test_an_arm_writes_what_its_train_stages_write(tmp_path, monkeypatch):
     separate = {}
     for run in arm:
         pipeline.run_train(params, run)
-        separate[run] = (load_torch(paths.train_dir(run, "g") / "model.pt"),
-                         json.loads((paths.live_dir("train", run) / "metrics.json").read_text()),
-                         sorted(p.relative_to(paths.live_dir("train", run)).as_posix()
-                                for p in paths.live_dir("train", run).rglob("*") if p.is_file()))
-        shutil.rmtree(paths.train_dir(run, "g"))
-        shutil.rmtree(paths.live_dir("train", run))
+        separate[run] = (load_torch(paths.train_dir(run, "baselines/g") / "model.pt"),
+                         json.loads((paths.train_live_dir(run, "baselines/g") / "metrics.json").read_text()),
+                         sorted(p.relative_to(paths.train_live_dir(run, "baselines/g")).as_posix()
+                                for p in paths.train_live_dir(run, "baselines/g").rglob("*") if p.is_file()))
+        shutil.rmtree(paths.train_dir(run, "baselines/g"))
+        shutil.rmtree(paths.train_live_dir(run, "baselines/g"))
     metas = pipeline.run_train_arm(params, ",".join(arm))
     assert [m["run"] for m in metas] == arm
     for run in arm:
-        blob = load_torch(paths.train_dir(run, "g") / "model.pt")
+        blob = load_torch(paths.train_dir(run, "baselines/g") / "model.pt")
         want, curves, files = separate[run]
         assert blob["meta"]["fingerprint"] == want["meta"]["fingerprint"] and blob["meta"]["steps"] == 30
         assert set(blob["meta"]["final"]) == set(want["meta"]["final"])
         for k, v in want["state_dict"].items():
             if v.is_floating_point():
                 assert (blob["state_dict"][k] - v).abs().max() <= 1e-4 * v.abs().max().clamp_min(1e-6), (run, k)
-        live = paths.live_dir("train", run)
+        live = paths.train_live_dir(run, "baselines/g")
         assert sorted(p.relative_to(live).as_posix() for p in live.rglob("*") if p.is_file()) == files
         got = json.loads((live / "metrics.json").read_text())
         assert got["step"] == curves["step"] and set(got["train"]) == set(curves["train"])

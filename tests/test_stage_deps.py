@@ -198,3 +198,44 @@ def test_the_science_package_never_imports_the_machinery():
             offenders += [f"{path.relative_to(SRC)}: {n}" for n in names if n == "stagerun" or n.startswith("stagerun.")]
     assert not offenders, offenders
     assert all(not any(d.startswith("src/stagerun") or d == "src" for d in deps) for _, deps in stages().values())
+
+
+def test_figures_and_the_report_read_every_run_group_but_the_diagnosis_arms():
+    """issue 42/43: ``figures`` and ``report`` depend on the run groups' folders named by
+    ``REPORTED_GROUP_ROOTS`` (models, curves, records), never on ``diagnosis/``: a diagnosis arm is not
+    upstream of any claim, so ``dvc repro report`` trains none. Every run group of every profile lies
+    under one of those folders or is an arm."""
+    from priorlab.config import load_params
+    from priorlab.config.training import REPORTED_GROUP_ROOTS
+
+    deps = {name: d for name, (_, d) in stages().items()}
+    for kind, stage in (("models/train", "figures"), ("reports/live/train", "figures"), ("models/evaluate", "report")):
+        listed = sorted(d.split("/")[-1] for d in deps[stage] if d.startswith(kind + "/"))
+        assert listed == sorted(REPORTED_GROUP_ROOTS), (stage, kind, listed)
+        assert kind not in deps[stage]  # not the whole folder: it holds the arms
+    for profile in sorted((ROOT / "profiles").glob("*.yaml")):
+        if profile.name == "paper_settings.yaml":
+            continue
+        params = load_params(profile)
+        for name, run in params.runs.items():
+            assert run.diagnosis or run.group.split("/")[0] in REPORTED_GROUP_ROOTS, (profile.name, name, run.group)
+
+
+def test_no_diagnosis_arm_is_upstream_of_the_report():
+    """DVC's own graph of this project: ``dvc repro report`` (``make repro``) runs no diagnosis arm (no run
+    of a ``diagnosis/`` group, no ablation stage) and not the ``diagnosis`` stage; ``dvc repro diagnosis``
+    runs every arm after the studies whose claims it explains."""
+    from priorlab.config import load_params
+    from stagerun import dvc_adapter
+
+    params = load_params(ROOT / "params.yaml")
+    arms = {f"{kind}@{run}" for run, spec in params.runs.items() if spec.diagnosis for kind in ("train", "evaluate")}
+    arms |= {f"mssc_ablation@{a}" for a in params.mssc_study.ablations}
+    arms |= {f"sparse_vae_ablation@{a}" for a in params.sparse_vae_study.movielens_ablations}
+    assert arms  # the committed profile has arms to leave out
+    with dvc_adapter.open_repo(ROOT, lock=False) as repo:
+        claims = {s.addressing for s in dvc_adapter.select(repo, ["report"])}
+        everything = {s.addressing for s in dvc_adapter.select(repo, ["diagnosis"])}
+    assert "report" in claims and not claims & (arms | {"diagnosis"}), sorted(claims & arms)
+    studies = {"fmvae_experiments", "vsc_experiments", "mssc_experiments", "sparse_vae_experiments"}
+    assert arms | studies | {"diagnosis"} <= everything

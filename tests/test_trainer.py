@@ -300,7 +300,7 @@ def test_a_diverged_stage_names_its_run(tmp_path, monkeypatch):
     monkeypatch.setattr(phases, "fit", fake_fit)
     monkeypatch.setattr(pipeline.paths, "CHECKPOINTS", tmp_path)
     params = type("P", (), {"device": "cpu"})()
-    pipeline._fit_phase(params, M(), None, OPT, "train", "mnist-vae-0", "fp")
+    pipeline._fit_phase(params, M(), None, OPT, "train", "mnist-vae-0", "fp", tmp_path / "live")
     assert seen["desc"] == "train@mnist-vae-0"
     assert seen["curves"] == "train"  # the curves keep the phase's name
 

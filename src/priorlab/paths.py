@@ -14,6 +14,15 @@ MODELS = Path("models")
 METRICS = Path("metrics")
 REPORTS = Path("reports")
 CHECKPOINTS = Path(".checkpoints")  # resumable state of running stages; not a DVC output
+DIAGNOSIS = "diagnosis"
+"""The first folder of every diagnosis arm's outputs (issue 43): runs of a group ``diagnosis/<study>/...``
+and the studies' ablation stages write under it, outside every folder a claim, ``figures`` or the report
+reads, so ``dvc repro report`` never trains an arm; the ``diagnosis@<study>`` stages read them."""
+
+
+def is_diagnosis(group: str) -> bool:
+    """Whether runs of ``group`` are diagnosis arms (``diagnosis/...``) rather than runs a claim reads."""
+    return group.split("/")[0] == DIAGNOSIS
 
 
 def data_dir(dataset: str) -> Path:
@@ -46,8 +55,15 @@ def train_dir(run: str, group: str) -> Path:
     return MODELS / "train" / group / run
 
 
-def live_dir(phase: str, run: str) -> Path:
-    return REPORTS / "live" / phase / run
+def pretrain_live_dir(setup: str) -> Path:
+    """``pretrain@<setup>``'s dvclive curves."""
+    return REPORTS / "live" / "pretrain" / setup
+
+
+def train_live_dir(run: str, group: str) -> Path:
+    """``train@<run>``'s dvclive curves, in its group's folder like its model (so the stages reading one
+    group's curves never depend on another's runs)."""
+    return REPORTS / "live" / "train" / group / run
 
 
 def evaluation_file(run: str, group: str) -> Path:
@@ -62,6 +78,16 @@ def metrics_file(run: str, group: str) -> Path:
 
 def figures_dir(run: str) -> Path:
     return REPORTS / "figures" / run
+
+
+def diagnosis_file(study: str) -> Path:
+    """``diagnosis@<study>``'s report: why the study's failing claims fail (issue 43)."""
+    return REPORTS / DIAGNOSIS / f"{study}.md"
+
+
+def ablation_dir(study: str, arm: str) -> Path:
+    """The output of one of ``study``'s ablation stages (a diagnosis arm fitted outside the study's folder)."""
+    return MODELS / DIAGNOSIS / study / arm
 
 
 def experiment_dir(name: str) -> Path:

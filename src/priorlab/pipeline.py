@@ -49,8 +49,9 @@ def _new_model(params: Params, setup: str, model: ModelParams, obs_shape, seed: 
     return new_model(params.setup(setup), model, obs_shape, seed)
 
 
-def _fit_phase(params: Params, model: Model, data: Dataset, opt: OptimParams, phase: str, run: str, fp: str) -> dict:
-    return fit_phase(model, data, opt, checkpoint=paths.checkpoint_file(phase, run), live_dir=paths.live_dir(phase, run),
+def _fit_phase(params: Params, model: Model, data: Dataset, opt: OptimParams, phase: str, run: str, fp: str,
+               live_dir: Path) -> dict:
+    return fit_phase(model, data, opt, checkpoint=paths.checkpoint_file(phase, run), live_dir=live_dir,
                      fingerprint=fp, device=resolve_device(params.device),
                      desc=f"{phase}@{run}",  # the stage's name: a divergence's error line says which run
                      curves=phase)  # the curves keep the phase's name (`dvc plots diff` compares them across runs)
@@ -69,7 +70,7 @@ def run_pretrain(params: Params, setup: str) -> dict:
     if not params.setup(setup).pretraining:
         meta = {"phase": "pretrain", "setup": setup, "skipped": True, "data_sha256": data.manifest["sha256"]}
         write_json(paths.pretrain_dir(setup) / "meta.json", meta)
-        write_json(paths.live_dir("pretrain", setup) / "skipped.json", meta)  # the stage's curves output
+        write_json(paths.pretrain_live_dir(setup) / "skipped.json", meta)  # the stage's curves output
         return meta
     spec = pretrain_spec(params, setup)
     opt = spec.phase("pretrain", params.pretrain)  # its own length / settings (e.g. VSC's spike pre-training)
@@ -77,7 +78,7 @@ def run_pretrain(params: Params, setup: str) -> dict:
     fp = fingerprint("pretrain", params.setup(setup).record(), spec.fields(), _asdict(opt), data.manifest["sha256"])
     model = _new_model(params, setup, spec, data.obs_shape, opt.seed)
     model.set_phase("pretrain")
-    logs = _fit_phase(params, model, data, opt, "pretrain", setup, fp)
+    logs = _fit_phase(params, model, data, opt, "pretrain", setup, fp, paths.pretrain_live_dir(setup))
     meta = {"phase": "pretrain", "setup": setup, "fingerprint": fp, "data_sha256": data.manifest["sha256"], **logs}
     save_model(paths.pretrain_dir(setup) / "model.pt", model, meta)
     return meta
@@ -164,7 +165,7 @@ def run_train(params: Params, run: str) -> dict:
     """``train@<run>``: joint training of nets and prior from the prior_init state."""
     data = load_setup_data(params, params.run(run).setup)
     model, opt, fp = _train_start(params, run, data)
-    logs = _fit_phase(params, model, data, opt, "train", run, fp)
+    logs = _fit_phase(params, model, data, opt, "train", run, fp, paths.train_live_dir(run, params.run(run).group))
     return _save_trained(params, run, model, fp, logs)
 
 
@@ -208,7 +209,7 @@ def run_train_arm(params: Params, runs: str | list[str]) -> list[dict]:
     data = load_setup_data(params, parts[0][0])
     models, opts, fps = zip(*(_train_start(params, run, data) for run in runs))  # as run_train's, fingerprints too
     results = fit_replicates_phase(list(models), data, list(opts), checkpoints=[paths.checkpoint_file("train", r) for r in runs],
-                                   live_dirs=[paths.live_dir("train", r) for r in runs], fingerprints=list(fps),
+                                   live_dirs=[paths.train_live_dir(r, params.run(r).group) for r in runs], fingerprints=list(fps),
                                    device=resolve_device(params.device), desc=f"train@{runs[0]}+{len(runs) - 1}",
                                    curves="train")
     metas, failed = [], []
@@ -259,14 +260,14 @@ def run_evaluate(params: Params, run: str) -> dict:
 
 
 def run_figures(params: Params) -> list[Path]:
-    """``figures``: for every run, the figures of :data:`priorlab.plots.registry.RUN_FIGURES` that
+    """``figures``: for every run but the diagnosis arms, the figures of :data:`priorlab.plots.registry.RUN_FIGURES` that
     apply to its observation kind and model (training curves always; reconstructions and traversals
     of images).  One stage for all runs: a figure takes about a second, a process start as long."""
     from priorlab.plots.registry import RUN_FIGURES, RunFigureInputs
 
     drawn: list[Path] = []
     data_of: dict[str, Dataset] = {}
-    for run in params.runs:
+    for run in params.reported_runs():
         setup, model_name, _ = _run_parts(params, run)
         if setup not in data_of:
             data_of[setup] = load_setup_data(params, setup)
@@ -275,9 +276,9 @@ def run_figures(params: Params) -> list[Path]:
                               data.obs_shape)
         fp = params.figures
         out = paths.figures_dir(run)
-        live = [paths.live_dir("train", run)]
+        live = [paths.train_live_dir(run, params.run(run).group)]
         if params.setup(setup).pretraining:
-            live.insert(0, paths.live_dir("pretrain", setup))
+            live.insert(0, paths.pretrain_live_dir(setup))
         inputs = RunFigureInputs(model, data.prepare(data.x("test")[: fp.n_reconstructions]), live, fp, run)
         drawn += [fig.draw(inputs, out / f"{fig.name}.png") for fig in RUN_FIGURES
                   if fig.applies(model, data.observation_kind)]
@@ -285,10 +286,11 @@ def run_figures(params: Params) -> list[Path]:
 
 
 def run_report(params: Params) -> Path:
-    """``report``: the results tables of every run in ``reports/README.md``."""
+    """``report``: the results tables of every run but the diagnosis arms in ``reports/README.md``."""
     from priorlab.report import write_report
 
-    return write_report(params, [read_json(paths.evaluation_file(name, r.group)) for name, r in params.runs.items()], paths.REPORTS / "README.md")
+    return write_report(params, [read_json(paths.evaluation_file(name, r.group)) for name, r in params.reported_runs().items()],
+                        paths.REPORTS / "README.md")
 
 
 # --------------------------------------------------------------------------- study cells

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +51,14 @@ def settings_frame(params: Params) -> pd.DataFrame:
         o = getattr(params, phase)
         rows.append((phase, f"{o.steps} steps, batch {o.batch_size}, Adam lr {o.lr}, KL warm-up {o.kl_warmup_steps}"))
     own = {name: m.train_steps for name, m in params.models.items()
-           if m.train_steps and any(r.model == name for r in params.runs.values())}
+           if m.train_steps and any(r.model == name for r in params.reported_runs().values())}
     own_pre = {s.pretrain_model: params.models[s.pretrain_model].pretrain_steps for s in params.setups.values()
                if s.pretraining and params.models[s.pretrain_model].pretrain_steps}
     if own_pre:
         rows.append(("pretrain steps set per model", ", ".join(f"{n} {k}" for n, k in own_pre.items())))
     if own:
         rows.append(("train steps set per model", ", ".join(f"{name} {steps}" for name, steps in own.items())))
-    used = {r.model for r in params.runs.values()} | {s.pretrain_model for s in params.setups.values() if s.pretraining}
+    used = {r.model for r in params.reported_runs().values()} | {s.pretrain_model for s in params.setups.values() if s.pretraining}
     phases = [f"{name} {phase}: {o.describe()}" for name in sorted(used) for phase in ("pretrain", "train")
               if (o := getattr(params.models[name], f"{phase}_phase")) is not None]
     if phases:
@@ -92,7 +93,7 @@ def shared_pretraining(params: Params) -> list[str]:
     unit of the claims (averaged before any interval, :func:`priorlab.studies.intervals.unit_means`);
     a setup replicate (``setups.<name>.seed``) is a unit of its own."""
     seeds: dict[tuple[str, str], dict[str, int]] = {}
-    for spec in params.runs.values():
+    for spec in params.reported_runs().values():
         if params.setups[spec.setup].pretraining:
             models = seeds.setdefault((spec.group, spec.setup), {})
             models[spec.model] = models.get(spec.model, 0) + 1
@@ -173,7 +174,7 @@ def claims_section(root: Path, shared: list[str] | None = None, profile: str | N
         every += summary["claims"]
         lines += [f"### {summary['title']}", "", f"Details, figures and definitions: [{name}/README.md]"
                   f"({name}/README.md).", "",
-                  *(claims_table([dict(c, diagnosis=f"{name}/{c['diagnosis']}") if c.get("diagnosis") else c
+                  *(claims_table([dict(c, diagnosis=posixpath.normpath(f"{name}/{c['diagnosis']}")) if c.get("diagnosis") else c
                                   for c in summary["claims"]], profile, cost) or ["_no claim tested._"]),
                   ""]
     if not lines:
@@ -207,7 +208,7 @@ def claims_section(root: Path, shared: list[str] | None = None, profile: str | N
 
 
 def diagnosed_text(claims: list[dict[str, Any]]) -> str:
-    """How many *not reproduced* verdicts link a diagnosis (its study's ``diagnosis.md``: the settings that
+    """How many *not reproduced* verdicts link a diagnosis (``reports/diagnosis/<study>.md``: the settings that
     differ, the failure's evidence, one ablation, a conclusion), and which do not."""
     from priorlab.studies.claims import NOT_REPRODUCED
 

@@ -170,6 +170,11 @@ class Params:
         _one_of("run", name, tuple(self.runs))
         return self.runs[name]
 
+    def reported_runs(self) -> dict[str, RunParams]:
+        """The runs but the diagnosis arms (``runs.<run>.group: diagnosis/...``): what ``figures`` and the
+        report read."""
+        return {name: run for name, run in self.runs.items() if not run.diagnosis}
+
     def dataset_of(self, setup: str) -> DatasetParams:
         return self.datasets[self.setup(setup).dataset]
 

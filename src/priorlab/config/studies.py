@@ -177,8 +177,6 @@ class MsscStudyParams:
         for i, m in enumerate(self.models):
             _one_of(f"{key}.models[{i}]", m, tuple(params.models))
             _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, ("mssc", "linear_ssc"))
-            if m == "diagnosis":
-                raise ParamsError(f"{key}.models[{i}]: 'diagnosis' is the folder of the study's ablations; rename it")
         if not self.seeds:
             raise ParamsError(f"{key}.seeds must not be empty")
         for i, v in enumerate(self.seeds):

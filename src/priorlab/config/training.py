@@ -9,6 +9,7 @@ from typing import Literal
 
 from priorlab.config.checks import ParamsError, _non_negative, _one_of, _positive
 from priorlab.metric_registry import DEFAULT_METRICS, METRICS
+from priorlab.paths import DIAGNOSIS, is_diagnosis
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,12 @@ class OptimParams:
             _positive(f"{key}.lr_milestones[{i}]", m)
 
 
+REPORTED_GROUP_ROOTS = ("baselines", "fmvae_experiments", "vsc_experiments")
+"""The first folder of every run group the ``figures`` and ``report`` stages read: dvc.yaml lists these
+folders (not all of ``models/train``) as their inputs, so a diagnosis arm (``diagnosis/...``) is never
+upstream of them; ``tests/test_stage_deps.py`` checks the two lists agree."""
+
+
 @dataclass(frozen=True)
 class RunParams:
     """One trained model: a setup, a model and a seed (a ``runs:`` entry; its key names the run)."""
@@ -128,10 +135,20 @@ class RunParams:
     setup: str
     model: str
     seed: int = 0
-    group: str = "baselines"  # the experiment it belongs to (report sections)
+    group: str = "baselines"  # the experiment it belongs to (report sections); diagnosis/<study>/...: an arm
 
     def check(self, key: str) -> None:
         _non_negative(f"{key}.seed", self.seed)
+        root = self.group.split("/")[0]
+        if root not in (*REPORTED_GROUP_ROOTS, DIAGNOSIS):
+            raise ParamsError(f"{key}.group: {self.group!r} starts with no folder the figures and report stages "
+                              f"read; start it with one of {', '.join(REPORTED_GROUP_ROOTS)} (e.g. "
+                              f"'baselines/{self.group}'), or {DIAGNOSIS}/<study>/... for a diagnosis arm")
+
+    @property
+    def diagnosis(self) -> bool:
+        """Whether the run is a diagnosis arm: trained and evaluated, read by ``diagnosis@<study>`` only."""
+        return is_diagnosis(self.group)
 
 
 PRESENCE_METRICS = ("mig", "dci")  # the metrics with a presence-aware variant (priorlab.metrics.presence)

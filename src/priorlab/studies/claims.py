@@ -31,11 +31,12 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from scipy import stats
 
+from priorlab.paths import DIAGNOSIS
 from priorlab.studies.intervals import LEVEL, Estimate
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNTESTABLE = "reproduced", "not reproduced", "inconclusive", "untestable"
@@ -333,6 +334,14 @@ def n_text(claim: dict[str, Any], profile: str | None = None) -> str:
     if planned is None or claim["n"] == str(planned):
         return claim["n"]
     return f"{claim['n']} (plan {planned})"
+
+
+def link_diagnosis(claims: list[dict[str, Any]], study: str, diagnosed: Callable[[str], bool]) -> list[dict[str, Any]]:
+    """``claims`` (their dicts), each that ``study``'s diagnosis explains (``diagnosed(key)``) and did not
+    reproduce linked to it: ``reports/diagnosis/<study>.md``, which the ``diagnosis`` stage writes
+    (``diagnosis``: the path relative to the study's report folder)."""
+    link = f"../{DIAGNOSIS}/{study}.md"
+    return [dict(c, diagnosis=link) if diagnosed(c["key"]) and c["verdict"] != REPRODUCED else c for c in claims]
 
 
 def verdict_cell(claim: dict[str, Any], cost: str = "") -> str:

@@ -15,10 +15,10 @@ import torch
 from priorlab import paths
 from priorlab.io import atomic_path, read_json, save_figure, write_json
 from priorlab.plots.images import save_image_grid
-from priorlab.studies.claims import claims_table, md_table
+from priorlab.studies.claims import claims_table, link_diagnosis, md_table
 from priorlab.studies.criteria import ACCURACY_GOAL, RELATIVE_GOAL
 from priorlab.studies.fmvae_experiments import NAME, PAPER, TITLE
-from priorlab.studies.fmvae_experiments.aggregate import (GROUPS, elbo_vs_k_frame, elbo_vs_k_summary,
+from priorlab.studies.fmvae_experiments.aggregate import (DIAGNOSIS_GROUP, GROUPS, elbo_vs_k_frame, elbo_vs_k_summary,
                                                           semi_supervised_entry)
 from priorlab.studies.fmvae_experiments.claims import elbo_vs_k_claims, semi_supervised_claims
 from priorlab.studies.fmvae_experiments.scores import conditional_grid, decoded_means, factorial_grid, top_components
@@ -143,6 +143,23 @@ def write_fmvae_readme(summary: dict[str, Any], frame: pd.DataFrame, path: Path)
     return path
 
 
+def fmvae_diagnosis(params, summary: dict[str, Any]) -> str | None:
+    """Paper 001's part of the ``diagnosis`` stage (issue 43): the failing semi-supervised claims of the
+    study's ``summary`` explained from its entries, the supervised ceiling's record and the runs of the
+    diagnosis arm (group ``diagnosis/fmvae_experiments/...``); None when no claim it covers fails."""
+    if not any(diagnosed(c["key"]) and c["verdict"] != "reproduced" for c in summary["claims"]):
+        return None
+    semi = summary.get("semi_supervised", {})
+    ceilings = read_json(CEILING_FILE) if CEILING_FILE.is_file() else {}
+    arm = {name: semi_supervised_entry(params, name, read_json(evaluation_file(params, name)), ceilings)
+           for name in group_runs(params, DIAGNOSIS_GROUP)}
+    settings = {}
+    for name in [*semi, *arm]:
+        spec = params.models[params.run(name).model]
+        settings[name] = {"train_steps": spec.train_steps or params.train.steps, "prior_init_steps": spec.prior_init_steps}
+    return diagnosis_markdown(semi, ceilings, settings, summary["claims"], arm)
+
+
 def run_fmvae_experiments(params) -> dict[str, Any]:
     """``fmvae_experiments``: tables, claims and figures of paper 001 into ``reports/fmvae_experiments/``
     (``summary.json`` with the title and claims the report gathers)."""
@@ -158,13 +175,11 @@ def run_fmvae_experiments(params) -> dict[str, Any]:
         plot_elbo_vs_k(frame, OUT / "elbo_vs_k.png", title=f"ELBO vs K ({params.profile} profile)")
         largest = frame[frame["seed"] == frame["seed"].min()].sort_values("K").iloc[-1]["run"]
         plot_clusters(load_trained(params, largest)[0], OUT / "clusters.png", seed=seed, title=largest)
-    semi, arm = {}, {}
+    semi = {}
     ceilings = read_json(CEILING_FILE) if CEILING_FILE.is_file() else {}
     for r in results:
         name = r["run"]
-        if r["group"] == GROUPS["semi_supervised_diagnosis"]:
-            arm[name] = semi_supervised_entry(params, name, r, ceilings)
-        elif r["group"] == GROUPS["semi_supervised"]:
+        if r["group"] == GROUPS["semi_supervised"]:
             semi[name] = semi_supervised_entry(params, name, r, ceilings)
             model, _ = load_trained(params, name)
             imgs = conditional_grid(model, 0, 6, torch.Generator().manual_seed(seed))
@@ -183,19 +198,7 @@ def run_fmvae_experiments(params) -> dict[str, Any]:
         summary["ceiling_rule"] = ceilings.get("rule", "not measured")
     claims = elbo_vs_k_claims(frame) + semi_supervised_claims(semi, {r: params.run(r).model for r in semi},
                                                              params.evaluate.n_eval)
-    summary["claims"] = [c.to_dict() for c in claims]
-    failing = [c for c in summary["claims"] if diagnosed(c["key"]) and c["verdict"] != "reproduced"]
-    if failing:  # issue 43: what the failure looks like, per semi-supervised factor
-        settings = {}
-        for name in [*semi, *arm]:
-            run = params.run(name)
-            spec = params.models[run.model]
-            settings[name] = {"train_steps": spec.train_steps or params.train.steps,
-                              "prior_init_steps": spec.prior_init_steps}
-        (OUT / "diagnosis.md").write_text(diagnosis_markdown(semi, ceilings, settings, summary["claims"], arm))
-        summary["semi_supervised_diagnosis"] = {name: {k: v for k, v in e.items() if not k.endswith("correct")}
-                                                for name, e in arm.items()}
-        summary["claims"] = [dict(c, diagnosis="diagnosis.md") if c in failing else c for c in summary["claims"]]
+    summary["claims"] = link_diagnosis([c.to_dict() for c in claims], NAME, diagnosed)
     write_json(OUT / "summary.json", summary)
     write_fmvae_readme(summary, frame, OUT / "README.md")
     return summary

@@ -19,4 +19,3 @@ from __future__ import annotations
 NAME = "mssc_experiments"  # the paper's name: its stage, model folder, metrics folder and report folder
 TITLE = "Max-rule vs linear spike-and-slab sparse coding: bars test and image patches (paper 000)"
 PAPER = "000"
-DIAGNOSIS = "diagnosis"  # the diagnosis arms' folder in the study's (``mssc_study.ablations``, issue 43)

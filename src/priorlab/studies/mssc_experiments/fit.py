@@ -30,7 +30,7 @@ from priorlab import paths
 from priorlab.config import BarsParams, ImagePatchesParams, ModelParams, Params, ParamsError, SetupParams
 from priorlab.data.store import in_memory
 from priorlab.io import write_json
-from priorlab.studies.mssc_experiments import DIAGNOSIS, NAME
+from priorlab.studies.mssc_experiments import NAME
 
 
 def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: int, start=None):
@@ -239,9 +239,9 @@ def cell_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def ablation_dir(name: str) -> Path:
-    """An ``mssc_study.ablations`` arm's folder (``rows.json``), inside the study's model folder (which the
-    aggregating stage depends on; no models entry may be named ``diagnosis``)."""
-    return paths.MODELS / NAME / DIAGNOSIS / name
+    """An ``mssc_study.ablations`` arm's folder (``rows.json``): under ``models/diagnosis/``, outside the
+    study's folder, so deciding the claim never waits for an arm (the ``diagnosis`` stage reads it)."""
+    return paths.ablation_dir(NAME, name)
 
 
 def run_mssc_ablation(params: Params, ablation: str) -> Path:

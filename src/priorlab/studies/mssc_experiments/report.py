@@ -14,7 +14,7 @@ import numpy as np
 from priorlab import paths
 from priorlab.config import Params
 from priorlab.io import save_figure, write_json
-from priorlab.studies.claims import claims_table, md_table
+from priorlab.studies.claims import claims_table, link_diagnosis, md_table
 from priorlab.studies.intervals import clopper_pearson
 from priorlab.studies.mssc_experiments import NAME, PAPER, TITLE
 from priorlab.studies.mssc_experiments.aggregate import read_arms, read_cells, recovery_table
@@ -153,6 +153,17 @@ def write_report(params: Params, rows: list[dict], patches: list[dict], claims: 
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
+def mssc_diagnosis(params: Params, summary: dict[str, Any]) -> str | None:
+    """Paper 000's part of the ``diagnosis`` stage (issue 43): the failing bars claims of the study's
+    ``summary`` explained from the ``mssc_fit`` cells' rows and the ``mssc_ablation`` arms; None when
+    every claim it covers holds."""
+    if not any(diagnosed(c["key"]) and c["verdict"] != "reproduced" for c in summary["claims"]):
+        return None
+    rows, _ = read_cells(params)
+    return diagnosis_markdown(rows, read_arms(params), diagnosis_settings(params), summary["claims"],
+                              params.mssc_study.threshold)
+
+
 def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
     """``mssc_experiments``: aggregate the ``mssc_fit`` cells into ``reports/mssc_experiments/`` (``out``):
     the recovery table, the claim, the figures and the README."""
@@ -168,14 +179,7 @@ def run_mssc_experiments(params: Params, out: Path = OUT) -> dict[str, Any]:
     if patches:
         plot_dictionaries({p["model"]: np.asarray(p["W"]) for p in patches},
                           params.datasets[study.patches].patch_size, out / "dictionaries.png")
-    records = [c.to_dict() for c in claims]
-    if rows and any(diagnosed(c["key"]) and c["verdict"] != "reproduced" for c in records):
-        (out / "diagnosis.md").write_text(diagnosis_markdown(rows, read_arms(params), diagnosis_settings(params),
-                                                             records, study.threshold))
-        records = [dict(c, diagnosis="diagnosis.md") if diagnosed(c["key"]) and c["verdict"] != "reproduced" else c
-                   for c in records]
-    else:
-        (out / "diagnosis.md").unlink(missing_ok=True)
+    records = link_diagnosis([c.to_dict() for c in claims], NAME, diagnosed)
     write_report(params, rows, patches, records, out)
     table = recovery_table(rows)
     summary = {"title": TITLE, "paper": PAPER, "claims": records, "profile": params.profile,

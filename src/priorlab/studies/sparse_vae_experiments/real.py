@@ -285,9 +285,9 @@ def run_sparse_vae_real(params: Params) -> Path:
 
 
 def ablation_dir(name: str) -> Path:
-    """A ``sparse_vae_study.movielens_ablations`` arm's folder (``rows.json``), inside the study's model
-    folder (which the aggregating stage depends on)."""
-    return paths.MODELS / NAME / "diagnosis" / name
+    """A ``sparse_vae_study.movielens_ablations`` arm's folder (``rows.json``): under ``models/diagnosis/``,
+    outside the study's folder, so deciding the claims never waits for an arm (the ``diagnosis`` stage reads it)."""
+    return paths.ablation_dir(NAME, name)
 
 
 def run_sparse_vae_ablation(params: Params, ablation: str) -> Path:

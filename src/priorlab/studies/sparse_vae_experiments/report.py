@@ -17,14 +17,13 @@ from priorlab import paths
 from priorlab.config import Params
 from priorlab.config.models import loss_scaling_of
 from priorlab.io import read_json, save_figure, write_json
-from priorlab.studies.claims import Claim, claims_table, md_table
+from priorlab.studies.claims import Claim, claims_table, link_diagnosis, md_table
 from priorlab.studies.sparse_vae_experiments import NAME, PAPER, TITLE
 from priorlab.studies.sparse_vae_experiments.aggregate import (read_movielens_arms, real_fits, study_rows, summarise,
                                                                write_recovery_table)
 from priorlab.studies.sparse_vae_experiments.claims import (AS_RELEASED, AS_WRITTEN, claim_models, decide_claims,
                                                              decide_real_claims, first_sparse)
-from priorlab.studies.sparse_vae_experiments.diagnosis import (DIAGNOSED, ML_DIAGNOSED, RECORD, diagnosis_markdown,
-                                                               movielens_markdown)
+from priorlab.studies.sparse_vae_experiments.diagnosis import RECORD, diagnosed, diagnosis_markdown, movielens_markdown
 from priorlab.studies.sparse_vae_experiments.real import TOP_MOVIES, mean_std
 
 OUT = paths.experiment_dir(NAME)
@@ -101,6 +100,44 @@ def run_real(params: Params, fitted: dict[str, Any]) -> dict[str, Any]:
             "single_cell": {"rows": sc_rows, "summary": sc}, "claims": claims, "lines": lines}
 
 
+def objective_arms(params: Params) -> dict[str, tuple[str, list[str]]]:
+    """Per objective that decides the synthetic claims (*as written*: ``models`` with ``loss_scaling:
+    paper``; *as released*: ``variant_models`` with ``released_code``), its sparse VAE and deep baselines;
+    an objective without both is left out."""
+    study, out = params.sparse_vae_study, {}
+    for names, scaling, subject in ((study.models, "paper", AS_WRITTEN), (study.variant_models, "released_code", AS_RELEASED)):
+        sparse, deep = claim_models(params, names, scaling)
+        if sparse and deep:
+            out[subject] = (sparse, deep)
+    return out
+
+
+def sparse_vae_diagnosis(params: Params, summary: dict[str, Any]) -> str | None:
+    """Paper 003's part of the ``diagnosis`` stage (issue 43): its failing synthetic claims beside the
+    released code's run on the same data sets (``reports/sparse_vae_released_code_cpu.json``), and its
+    failing MovieLens claims with the ``sparse_vae_ablation`` arms; None when no claim it covers fails."""
+    records, study = summary["claims"], params.sparse_vae_study
+    if not any(diagnosed(c["key"]) and c["verdict"] != "reproduced" for c in records):
+        return None
+    parts = []
+    arms = objective_arms(params)
+    if study.models and len(arms) == 2:
+        if (paths.REPORTS / RECORD).is_file():
+            rows, _ = study_rows(params)
+            parts.append(diagnosis_markdown(rows, read_json(paths.REPORTS / RECORD), records,
+                                            (arms[AS_WRITTEN][0], arms[AS_WRITTEN][1][0]),
+                                            (arms[AS_RELEASED][0], arms[AS_RELEASED][1][0])))
+        else:
+            parts.append(f"# Paper 003: why its claims fail here (diagnosis)\n\n`reports/{RECORD}` (the released "
+                         "code's run on the same data sets) is missing: the synthetic claims are not diagnosed.\n")
+    sparse_ml, ml_rows = first_sparse(params, study.movielens.models), summary.get("movielens", {}).get("rows", [])
+    ml_lines = movielens_markdown(ml_rows, read_movielens_arms(params), records, dataclasses.asdict(study.movielens),
+                                  sparse_ml) if sparse_ml and ml_rows else []  # arms are read only with rows
+    if ml_lines:
+        parts.append(("" if parts else "# Paper 003: why its claims fail here (diagnosis)\n\n") + "\n".join(ml_lines) + "\n")
+    return "\n".join(parts) if parts else None
+
+
 def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
     """Aggregate the ``sparse_vae_fit`` cells and the ``sparse_vae_real`` fits into
     ``reports/sparse_vae_experiments/`` (summaries, claims, figures, README, fidelity table)."""
@@ -110,16 +147,12 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
     OUT.mkdir(parents=True, exist_ok=True)
     claims: list[Claim] = []
     t0 = time.perf_counter()
-    rows, heat, summary, arms = [], {}, {}, {}
+    rows, heat, summary = [], {}, {}
     if study.models:
         rows, heat = study_rows(params)
         summary = summarise(rows)
-        for names, scaling, subject in ((study.models, "paper", AS_WRITTEN),
-                                        (study.variant_models, "released_code", AS_RELEASED)):
-            sparse, deep = claim_models(params, names, scaling)
-            if sparse and deep:  # each objective decides on its own models' data sets, with equal weight
-                claims += decide_claims(rows, sparse, deep, subject=subject)
-                arms[subject] = (sparse, deep[0])
+        for subject, (sparse, deep) in objective_arms(params).items():  # each decides on its own data sets
+            claims += decide_claims(rows, sparse, deep, subject=subject)
         if heat:
             heatmap(heat)
         write_recovery_table(summary, OUT / "recovery_vs_rho.csv")  # data plots of dvc.yaml (`dvc plots diff`)
@@ -143,23 +176,7 @@ def run_sparse_vae_experiments(params: Params) -> dict[str, Any]:
                    if spec is not None and spec.kind in ("vae", "sparse_vae") else "")
         lines += [f"## {method}{scaling}", ""] + method_table(per_rho) + [""]
     lines += selection_lines(rows, study.validation_fraction)
-    records = [c.to_dict() for c in claims]
-    parts, covered = [], ()  # issue 43: the diagnosis of the failing claims
-    if rows and len(arms) == 2 and (paths.REPORTS / RECORD).is_file():  # the released code's run
-        parts.append(diagnosis_markdown(rows, read_json(paths.REPORTS / RECORD), records, arms[AS_WRITTEN],
-                                        arms[AS_RELEASED]))
-        covered += DIAGNOSED
-    sparse_ml, ml_rows = first_sparse(params, study.movielens.models), real["movielens"]["rows"]
-    ml_lines = movielens_markdown(ml_rows, read_movielens_arms(params), records, dataclasses.asdict(study.movielens),
-                                  sparse_ml) if sparse_ml and ml_rows else []  # arms are read only with rows
-    if ml_lines:
-        parts.append(("" if parts else "# Paper 003: why its claims fail here (diagnosis)\n\n") + "\n".join(ml_lines) + "\n")
-        covered += ML_DIAGNOSED
-    if parts:
-        (OUT / "diagnosis.md").write_text("\n".join(parts))
-    else:
-        (OUT / "diagnosis.md").unlink(missing_ok=True)
-    records = [dict(c, diagnosis="diagnosis.md") if c["key"].split("/")[0] in covered else c for c in records]
+    records = link_diagnosis([c.to_dict() for c in claims], NAME, diagnosed)
     lines += real.pop("lines") + claims_table(records)
     (OUT / "README.md").write_text("\n".join(lines) + "\n")
     (OUT / "fidelity.md").write_text(fidelity_markdown(params))

@@ -13,6 +13,7 @@ import torch
 from priorlab import metrics
 from priorlab.config import Params
 from priorlab.io import read_json
+from priorlab.paths import DIAGNOSIS
 from priorlab.models.vsc import VSC
 from priorlab.studies.runs import encode, group_runs, load_trained, metrics_file, pretraining_unit
 from priorlab.studies.vsc_experiments import NAME
@@ -20,7 +21,7 @@ from priorlab.studies.vsc_experiments.scores import (class_activations, class_si
                                                      source_correlation, spike_probabilities, spike_statistics)
 
 SMILEY_GROUP, ELBO_GROUP = f"{NAME}/smiley", f"{NAME}/elbo"
-DIAGNOSIS_GROUP = f"{NAME}/smiley_diagnosis"  # issue 43: the arm of the failing Smiley claim
+DIAGNOSIS_GROUP = f"{DIAGNOSIS}/{NAME}/smiley"  # issue 43: the arm of the failing Smiley claim
 
 
 def _label(params: Params, run: str) -> str:

@@ -12,7 +12,7 @@ import torch
 
 from priorlab import paths
 from priorlab.config import Params
-from priorlab.studies.claims import claims_table, md_table
+from priorlab.studies.claims import claims_table, link_diagnosis, md_table
 from priorlab.io import atomic_path, write_json
 from priorlab.studies.vsc_experiments import NAME, PAPER, TITLE
 from priorlab.studies.vsc_experiments.aggregate import (DIAGNOSIS_GROUP, VALIDATION_SIZE, elbo_rows, elbo_table,
@@ -241,6 +241,19 @@ def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
                    "active_dims_conditioning": n_active, "tshirt_shirt": counts, "spikes": spikes}
 
 
+def vsc_diagnosis(params: Params, summary: dict[str, Any]) -> str | None:
+    """Paper 002's part of the ``diagnosis`` stage (issue 43): the failing Smiley claim of the study's
+    ``summary`` explained from its Smiley runs and the runs of the diagnosis arm (group
+    ``diagnosis/vsc_experiments/smiley``, scored here as the study scores its own); None when it holds."""
+    claims = summary["claims"]
+    if not any(diagnosed(c["key"]) and c["verdict"] != "reproduced" for c in claims):
+        return None
+    smiley = summary["smiley"]
+    arm = run_summaries(smiley_results(params, {}, DIAGNOSIS_GROUP)[0], ("fresh",))
+    return diagnosis_markdown(smiley["runs"], smiley["chosen_beta_vae"], arm, claims,
+                              diagnosis_settings(params, smiley["runs"]))
+
+
 def run_vsc_experiments(params: Params) -> Path:
     """``vsc_experiments`` stage: every VSC experiment whose runs exist; writes ``reports/vsc_experiments``
     (``README.md``, figures and ``summary.json`` with the title and claims the report gathers)."""
@@ -257,16 +270,7 @@ def run_vsc_experiments(params: Params) -> Path:
         lines += part_lines
         results[name] = part
     claims = [c.to_dict() for c in vsc_claims(results["smiley"], results["elbo"], results["fashion"])]
-    if any(diagnosed(c["key"]) and c["verdict"] != "reproduced" for c in claims):  # issue 43
-        smiley = results["smiley"]
-        arm = run_summaries(smiley_results(params, {}, DIAGNOSIS_GROUP)[0], ("fresh",))
-        (out / "diagnosis.md").write_text(diagnosis_markdown(smiley["runs"], smiley["chosen_beta_vae"], arm, claims,
-                                                             diagnosis_settings(params, smiley["runs"])))
-        claims = [dict(c, diagnosis="diagnosis.md") if diagnosed(c["key"]) and c["verdict"] != "reproduced" else c
-                  for c in claims]
-    else:
-        (out / "diagnosis.md").unlink(missing_ok=True)
-    results["claims"] = claims
+    claims = results["claims"] = link_diagnosis(claims, NAME, diagnosed)
     lines[4:4] = ["## Paper claims at this profile's scale", "",
                   *(claims_table(claims) or ["_no claim could be tested: the profile has no runs of these groups._"]),
                   ""]
