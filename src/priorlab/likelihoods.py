@@ -95,6 +95,47 @@ class GaussianLikelihood(Likelihood):
         return Independent(Normal(decoder_out, scale, validate_args=False), decoder_out.dim() - 1, validate_args=False)
 
 
+class DecodedVarianceGaussian(Likelihood):
+    """N(x; μ(z), σ²(z)) per feature, both from the decoder (paper 002, App. A.1 / D.1: the network
+    "outputs the mean μ_i and log variance log(σ_i²)"; the log likelihood is that Gaussian's density).
+
+    The decoder emits two maps per observed channel (or two values per vector entry): the first half of
+    its output along dim 1 is the mean, the second the log variance.  ``mean_link``: ``identity`` (the
+    text: the network outputs the mean) or ``sigmoid`` (the authors' released code, whose decoder squashes
+    the mean into (0, 1)).  ``variance_floor`` is added to σ² = exp(log σ²), as the released code adds 1e-6:
+    the text gives none, and without one the density is unbounded on a feature the data hold constant
+    (an image's background), so its likelihood could rise without limit."""
+
+    params_per_feature = 2
+
+    def __init__(self, mean_link: str = "identity", variance_floor: float = 1e-6):
+        super().__init__()
+        if mean_link not in ("identity", "sigmoid"):
+            raise ValueError(f"mean_link must be identity or sigmoid, got {mean_link!r}")
+        if not variance_floor > 0:
+            raise ValueError(f"variance_floor must be positive, got {variance_floor}")
+        self.mean_link, self.variance_floor = mean_link, float(variance_floor)
+
+    def mean_and_variance(self, decoder_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(μ, σ²) of every feature, each shaped like the observation."""
+        mean, log_var = decoder_out.chunk(2, dim=1)
+        if self.mean_link == "sigmoid":
+            mean = torch.sigmoid(mean)
+        return mean, log_var.exp() + self.variance_floor
+
+    def distribution(self, decoder_out: torch.Tensor) -> Distribution:
+        mean, var = self.mean_and_variance(decoder_out)
+        return Independent(Normal(mean, var.sqrt(), validate_args=False), mean.dim() - 1, validate_args=False)
+
+    def log_prob(self, x: torch.Tensor, decoder_out: torch.Tensor) -> torch.Tensor:
+        mean, var = self.mean_and_variance(decoder_out)
+        ll = -0.5 * (math.log(2 * math.pi) + var.log() + (x - mean) ** 2 / var)
+        return ll.flatten(1).sum(1)
+
+    def mean(self, decoder_out: torch.Tensor) -> torch.Tensor:
+        return self.mean_and_variance(decoder_out)[0]
+
+
 LIKELIHOODS: dict[str, Callable[[LikelihoodSpec], Likelihood]] = {}
 """Likelihood name → builder from a :class:`LikelihoodSpec`."""
 
@@ -107,6 +148,8 @@ def register_likelihood(name: str, builder: Callable[[LikelihoodSpec], Likelihoo
 
 register_likelihood("bernoulli", lambda spec: BernoulliLikelihood())
 register_likelihood("gaussian", lambda spec: GaussianLikelihood(spec.obs_shape, spec.obs_std, spec.learn_obs_std))
+register_likelihood("gaussian_decoded_variance", lambda spec: DecodedVarianceGaussian("identity"))  # paper 002 A.1
+register_likelihood("gaussian_decoded_variance_released", lambda spec: DecodedVarianceGaussian("sigmoid"))  # its code
 
 
 def build_likelihood(kind: str, obs_shape, std: float = 0.1, learn_std: bool = False) -> Likelihood:
