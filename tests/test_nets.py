@@ -105,3 +105,27 @@ def test_a_setup_with_the_cnn_decoder_trains_and_names_its_options():
     SetupParams(dataset="x", latent_dim=2, decoder="conv3", encoder_channels=[8]).check("setups.x")  # decoder alone
     with pytest.raises(ParamsError, match="decoder_hidden / decoder_activation are options of the mlp decoder"):
         SetupParams(dataset="x", latent_dim=2, decoder="conv3", decoder_hidden=[8]).check("setups.x")
+
+
+def test_the_conv3_decoder_takes_its_own_channels_and_only_conv3_does():
+    """issue 43: paper 001 App. E.1 states the size of encoder and decoder together, and the text gives the
+    encoder's layers only: ``decoder_channels`` widens the mirrored decoder without touching the encoder;
+    the paper profile's choice (43 / 86) totals 573,961 parameters at K = 64 on MNIST, nearest E.1's 567,775
+    among the one-factor scalings of the encoder's 32 / 64 layout."""
+    wide = [43, 43, 43, 86, 86, 86, 86, 86]
+    setup = SetupParams(dataset="x", latent_dim=64, encoder="conv3", decoder="conv3", decoder_channels=wide)
+    setup.check("setups.x")
+    enc, dec, _ = build_nets(setup, (1, 28, 28), 2)
+    assert [c.in_channels for c in dec.deconv if isinstance(c, nn.ConvTranspose2d)] == wide[::-1]
+    assert [c.out_channels for c in enc.conv if isinstance(c, nn.Conv2d)] == list(PAPER_001_CHANNELS)
+    assert dec(torch.zeros(2, 64)).shape == (2, 1, 28, 28)
+    count = sum(p.numel() for m in (enc, dec) for p in m.parameters())
+    assert count == 573_961
+    scaled = {c: sum(p.numel() for m in build_nets(dataclasses.replace(setup, decoder_channels=[c] * 3 + [2 * c] * 5),
+                                                    (1, 28, 28), 2)[:2] for p in m.parameters()) for c in (42, 43, 44)}
+    assert min(scaled, key=lambda c: abs(scaled[c] - 567_775)) == 43
+    assert "decoder_channels" not in SetupParams(dataset="x", latent_dim=2).record()  # records as before
+    with pytest.raises(ParamsError, match=r"decoder_channels is an option of the conv3 decoder"):
+        SetupParams(dataset="x", latent_dim=2, decoder_channels=[8]).check("setups.x")
+    with pytest.raises(ParamsError, match=r"decoder_channels\[0\]"):
+        dataclasses.replace(setup, decoder_channels=[0]).check("setups.x")

@@ -30,6 +30,9 @@ class SetupParams:
     # the conv3 encoder's channels, one per layer (the conv3 decoder: in reverse): None = paper 001's
     # (32, 32, 32, 64, 64, 64, 64, 64)
     encoder_channels: list[int] | None = None
+    # the conv3 decoder's channels, listed as the encoder layers it undoes (first = nearest the image): None =
+    # the encoder's (a mirror); paper 001 App. E.1 states the total size only (issue 43)
+    decoder_channels: list[int] | None = None
     likelihood: str = "bernoulli"  # a name in priorlab.likelihoods.LIKELIHOODS
     # Gaussian likelihood: fixed observation std, or "learned" per feature
     obs_std: float = 0.1
@@ -70,6 +73,10 @@ class SetupParams:
         if self.encoder_channels is not None and "conv3" not in (self.encoder, self.decoder):
             raise ParamsError(f"{key}.encoder_channels is an option of the conv3 encoder / decoder, not of "
                               f"{self.encoder!r} / {self.decoder!r}")
+        for i, c in enumerate(self.decoder_channels or []):
+            _positive(f"{key}.decoder_channels[{i}]", c)
+        if self.decoder_channels is not None and self.decoder != "conv3":
+            raise ParamsError(f"{key}.decoder_channels is an option of the conv3 decoder, not of {self.decoder!r}")
         if self.decoder != "mlp" and (self.decoder_hidden is not None or self.decoder_activation != "relu"):
             raise ParamsError(f"{key}.decoder_hidden / decoder_activation are options of the mlp decoder, "
                               f"not of {self.decoder!r}")
@@ -83,7 +90,8 @@ class SetupParams:
                 del out[name]
         return out
 
-    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("decoder_hidden", "decoder_activation", "encoder_channels", "seed")
+    OPTIONAL: typing.ClassVar[tuple[str, ...]] = ("decoder_hidden", "decoder_activation", "encoder_channels",
+                                                  "decoder_channels", "seed")
 
 
 @dataclass(frozen=True)

@@ -31,17 +31,19 @@ def build_encoder(kind: str, obs_shape, out_features: int, hidden: list[int], ch
 def build_decoder(
     kind: str, latent_dim: int, obs_shape, params_per_feature: int, hidden: list[int], channels: list[int],
     decoder_hidden: list[int] | None = None, activation: str = "relu", encoder_channels: list[int] | None = None,
+    decoder_channels: list[int] | None = None,
 ) -> nn.Module:
     """Decoder body mapping codes to ``params_per_feature`` maps per observation channel; the MLP's
-    layers are ``decoder_hidden``, or the encoder's ``hidden`` reversed when None; ``conv3`` mirrors the
-    conv3 encoder of ``encoder_channels`` (default paper 001's)."""
+    layers are ``decoder_hidden``, or the encoder's ``hidden`` reversed when None; ``conv3`` mirrors a
+    conv3 encoder of ``decoder_channels``, by default of ``encoder_channels`` (default paper 001's)."""
     if kind == "mlp":
         layers = list(reversed(hidden)) if decoder_hidden is None else list(decoder_hidden)
         return MLPDecoder(latent_dim, layers, obs_shape, params_per_feature, activation)
     if kind == "conv":
         return ConvDecoder(latent_dim, channels, hidden[-1] if hidden else 256, obs_shape, params_per_feature)
     if kind == "conv3":
-        return StridedConvDecoder(latent_dim, list(encoder_channels or PAPER_001_CHANNELS), obs_shape, params_per_feature)
+        return StridedConvDecoder(latent_dim, list(decoder_channels or encoder_channels or PAPER_001_CHANNELS), obs_shape,
+                                  params_per_feature)
     raise ValueError(f"unknown decoder {kind!r}; allowed: mlp, conv, conv3")
 
 
@@ -52,7 +54,8 @@ def build_nets(setup: SetupParams, obs_shape: tuple[int, ...], params_per_dim: i
     encoder = build_encoder(setup.encoder, obs_shape, params_per_dim * setup.latent_dim, setup.hidden, setup.channels,
                             setup.encoder_channels)
     decoder = build_decoder(setup.decoder, setup.latent_dim, obs_shape, likelihood.params_per_feature, setup.hidden,
-                            setup.channels, setup.decoder_hidden, setup.decoder_activation, setup.encoder_channels)
+                            setup.channels, setup.decoder_hidden, setup.decoder_activation, setup.encoder_channels,
+                            setup.decoder_channels)
     return encoder, decoder, likelihood
 
 
