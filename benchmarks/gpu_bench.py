@@ -188,12 +188,14 @@ def fit_seconds(model, data: Dataset, steps: int, device: torch.device, workdir:
 
 class PlainLoop:
     """The minimal PyTorch VAE loop on copies of a model's encoder and decoder: a batch of 64 drawn on
-    the device, q = N(μ, σ²) from the first 2J encoder outputs, one reparameterised draw, Bernoulli
-    log-likelihood with logits, analytic KL to N(0, I), Adam.  No logging, no checks."""
+    the device, q = N(μ, σ²) from the first 2J encoder outputs, one reparameterised draw, the model's own
+    log-likelihood (Bernoulli logits, or paper 002's decoded-variance Gaussian), analytic KL to N(0, I),
+    Adam.  No logging, no checks."""
 
     def __init__(self, model, data: Dataset, device: torch.device, batch: int = 64, foreach: bool | None = None):
         self.encoder = copy.deepcopy(model.encoder).to(device).train()
         self.decoder = copy.deepcopy(model.decoder).to(device).train()
+        self.likelihood = copy.deepcopy(model.likelihood).to(device)
         self.latent = model.posterior_head.latent_dim
         self.x = data.x("train").to(device)
         self.batch, self.device = batch, device
@@ -206,8 +208,7 @@ class PlainLoop:
         h = self.encoder(x)
         mu, logvar = h[:, :j], h[:, j : 2 * j].clamp(-12.0, 8.0)
         z = mu + torch.exp(0.5 * logvar) * torch.randn_like(mu)
-        logits = self.decoder(z)
-        rec = torch.nn.functional.binary_cross_entropy_with_logits(logits, x, reduction="none").flatten(1).sum(1)
+        rec = -self.likelihood.log_prob(x, self.decoder(z))
         kl = 0.5 * (mu * mu + logvar.exp() - 1.0 - logvar).sum(1)
         loss = (rec + kl).mean()
         self.opt.zero_grad(set_to_none=True)

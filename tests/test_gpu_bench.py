@@ -72,7 +72,9 @@ def test_op_counts_of_a_step_show_the_models_extra_work():
     non-log step does not compute); VSC's prior adds well over half again."""
     rows = gpu_bench.ops_table(cases={c: gpu_bench.STEP_CASES[c] for c in ("vae_mlp3000_smiley", "vsc_mlp3000_smiley_u20")})
     vae, vsc = rows["vae_mlp3000_smiley"], rows["vsc_mlp3000_smiley_u20"]
-    assert vae["plain_ops"] == vsc["plain_ops"] > 0  # same nets: the same plain loop
+    # each against its own plain loop: the VSC's setup decodes paper 002's Gaussian (mean and log variance),
+    # the VAE's (the baselines' Smiley setup) Bernoulli logits, so the two plain loops differ by the likelihood
+    assert vae["plain_ops"] > 0 and vsc["plain_ops"] > 0
     assert vae["plain_ops"] <= vae["ops"] <= 1.15 * vae["plain_ops"]
     assert vsc["ops"] > 1.5 * vsc["plain_ops"]
     for row in (vae, vsc):  # fused Adam: one kernel per parameter group instead of ~10 foreach ops each

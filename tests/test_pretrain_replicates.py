@@ -29,7 +29,7 @@ def _pretrain_seeds(monkeypatch, params, setup: str) -> dict:
         seen["init"] = seed
         return SimpleNamespace(set_phase=lambda phase: None)
 
-    def fit_phase(params, model, data, opt, phase, run, fp):
+    def fit_phase(params, model, data, opt, phase, run, fp, live_dir):
         seen.update(batches=opt.seed, fingerprint=fp)
         raise _Stop
 
