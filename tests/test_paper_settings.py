@@ -118,3 +118,22 @@ def test_the_generated_fidelity_table_is_current(table):
     row = next(line for line in text.splitlines() if line.startswith("| Smiley joint training |"))
     cpu = profiles["cpu"]
     assert f"| 150000 | {cpu.model('vsc_smiley').phase('train', cpu.train).steps} | match |" in row
+
+
+def test_every_row_reads_the_cpu_profiles_own_entries(table):
+    """issue 43: a row names the paper profile's entries and, where the cpu profile names them otherwise,
+    its own (``in_profile``), so the table's cpu column shows what that profile runs in every row; an
+    override must name real entries (a renamed model would fail here), and a phase setting a model leaves
+    unset reads as the profile's phase (the learning rate its runs train with)."""
+    from priorlab.config import load_params
+    from priorlab.studies.fidelity import for_profile, settings_markdown
+
+    cpu = load_params(ROOT / "profiles" / "cpu.yaml")
+    for entries in table.values():
+        for e in entries:
+            assert set(e.get("in_profile", {})) <= {"cpu"}, e
+            assert held_values(cpu, for_profile(e, "cpu")), e  # raises on an entry the cpu profile lacks
+    text = settings_markdown(table, {"cpu": cpu})
+    assert "| — |" not in text
+    lr = next(e for e in table["002"] if e["setting"] == "beta-VAE learning rate (Smiley)")
+    assert set(held_values(cpu, for_profile(lr, "cpu")).values()) == {cpu.train.lr}  # no train_phase: the profile's
