@@ -17,7 +17,7 @@ CHECKPOINTS = Path(".checkpoints")  # resumable state of running stages; not a D
 DIAGNOSIS = "diagnosis"
 """The first folder of every diagnosis arm's outputs (issue 43): runs of a group ``diagnosis/<study>/...``
 and the studies' ablation stages write under it, outside every folder a claim, ``figures`` or the report
-reads, so ``dvc repro report`` never trains an arm; the ``diagnosis@<study>`` stages read them."""
+reads, so ``dvc repro report`` never trains an arm; the ``diagnosis`` stage reads them."""
 
 
 def is_diagnosis(group: str) -> bool:
@@ -81,7 +81,7 @@ def figures_dir(run: str) -> Path:
 
 
 def diagnosis_file(study: str) -> Path:
-    """``diagnosis@<study>``'s report: why the study's failing claims fail (issue 43)."""
+    """The ``diagnosis`` stage's report of ``study``: why the study's failing claims fail (issue 43)."""
     return REPORTS / DIAGNOSIS / f"{study}.md"
 
 

@@ -155,7 +155,7 @@ class RunParams:
 
     @property
     def diagnosis(self) -> bool:
-        """Whether the run is a diagnosis arm: trained and evaluated, read by ``diagnosis@<study>`` only."""
+        """Whether the run is a diagnosis arm: trained and evaluated, read by the ``diagnosis`` stage only."""
         return is_diagnosis(self.group)
 
 

@@ -26,8 +26,10 @@ DIAGNOSES: dict[str, Callable[[Params, dict[str, Any]], str | None]] = {
     "vsc_experiments": vsc_diagnosis,            # paper 002
     "sparse_vae_experiments": sparse_vae_diagnosis,  # paper 003
 }
-"""Per study with a diagnosis: its part, (params, the study's summary) -> Markdown, or None when no
-claim it covers fails at these params (paper 004's claims have none: none of them is *not reproduced*)."""
+"""Per study with a diagnosis: its part, (params, the study's summary) -> Markdown (None: nothing it could
+write). A part is called only where the study linked a claim to its diagnosis (``claims.link_diagnosis``:
+one that the part covers and that did not reproduce); paper 004 has no part (none of its claims is *not
+reproduced*)."""
 
 
 def _write(path: Path, text: str) -> None:
@@ -50,9 +52,11 @@ def run_diagnosis(params: Params) -> dict[str, str]:
     for study, part in DIAGNOSES.items():
         summary_file = paths.experiment_dir(study) / "summary.json"
         summary = read_json(summary_file) if summary_file.is_file() else None
-        text = part(params, summary) if summary is not None else None
+        linked = summary is not None and any(c.get("diagnosis") for c in summary["claims"])
+        text = part(params, summary) if linked else None
         if text is None:
-            why = "no summary (the study did not run)" if summary is None else "every claim it covers holds"
+            why = ("no summary (the study did not run)" if summary is None else
+                   "every claim it covers holds" if not linked else "no part of it could be written")
             text = f"# {study}: nothing to diagnose\n\nAt profile `{params.profile}`: {why}.\n"
             done[study] = "nothing failing"
         else:
