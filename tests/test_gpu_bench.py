@@ -3,6 +3,7 @@ and a --tiny dry run on the CPU in a process where dvc and dvclive cannot be imp
 machine), writing every section."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,8 @@ def test_tiny_dry_run_without_dvc_or_dvclive(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads((tmp_path / "gpu_bench.json").read_text())
     assert set(out["step"]) == set(gpu_bench.STEP_CASES)
-    assert all(r["trainer_ms"] > 0 and r["plain_ms"] > 0 for r in out["step"].values())
+    # timed, sign not asserted: a tiny step's time is a difference of two short runs (noise can make it < 0)
+    assert all(math.isfinite(r["trainer_ms"]) and math.isfinite(r["plain_ms"]) for r in out["step"].values()), out["step"]
     assert out["cuda_resume"]["ok"] is True
     assert out["stage_work"]["cpu"]["evaluate_model_s"] > 0 and out["stage_work"]["device"]["prior_init_s"] > 0
     hours = out["gpu_hours"]
@@ -63,7 +65,9 @@ def test_compile_section_times_fit_with_the_trainers_compile_option():
                                  adam_impl="fused")
     row = rows["beta_tcvae_mlp3000_smiley"]
     assert row["compile"] == "default" and row["adam_impl"] == "fused" and row["graphs_compiled"] >= 1
-    assert row["trainer_ms"] > 0 and row["plain_ms"] > 0
+    # both timed, not their sign: one round of a tiny step is a difference of two short runs, which a loaded CPU
+    # can make negative (a fresh-clone CI run saw -1.46 ms), noise rather than a broken path
+    assert math.isfinite(row["trainer_ms"]) and math.isfinite(row["plain_ms"]), row
     assert torch.distributions.Distribution._validate_args is validate  # fit gives the default back
 
 
