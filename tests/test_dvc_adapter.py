@@ -85,3 +85,22 @@ def test_restore_from_the_run_cache_says_whether_it_restored(tmp_path, monkeypat
         # q's dependency p.txt is gone (p missed above): no restore, nothing removed, no DVC traceback
         (q,) = [s for s in dvc_adapter.select(repo, ["q"]) if s.addressing == "q"]
         assert dvc_adapter.restore(repo, q) is False and (tmp_path / "q.txt").read_text() == "1\n1\n"
+
+
+@pytest.mark.parametrize("content, cleared", [("", True), ('{"read": {}, "wri', True), ('{"read": {}, "write": {}}', False)])
+def test_a_torn_rwlock_left_by_a_killed_run_is_removed_under_the_repository_lock(tmp_path, content, cleared):
+    """A run killed mid-write leaves DVC's rwlock file cut short; the next run removes it (no manual step)
+    and DVC can lock stages again, while a whole one is left alone."""
+    from stagerun import dvc_adapter
+
+    if shutil.which("git") is None:
+        pytest.skip("git is required by DVC")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert _dvc(tmp_path, "init", "-q").returncode == 0
+    rwlock = tmp_path / ".dvc" / "tmp" / "rwlock"
+    rwlock.parent.mkdir(parents=True, exist_ok=True)
+    rwlock.write_text(content)
+    with dvc_adapter.open_repo(tmp_path):
+        assert rwlock.exists() != cleared
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"p": {"cmd": "echo 1 > p.txt", "outs": ["p.txt"]}}}))
+    assert _dvc(tmp_path, "repro").returncode == 0  # DVC reads and rewrites the rwlock here

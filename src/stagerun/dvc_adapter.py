@@ -90,7 +90,28 @@ def open_repo(root: str | Path, lock: bool = True) -> Iterator:
 
     with Repo(str(root)) as repo:
         with lock_repo(repo) if lock else contextlib.nullcontext():
+            if lock:
+                clear_torn_rwlock(repo)
             yield repo
+
+
+def clear_torn_rwlock(repo) -> bool:
+    """Remove DVC's ``.dvc/tmp/rwlock`` when it is not readable JSON; True when it did.  DVC rewrites that
+    file whole each time it locks a stage's dependencies and outputs, so a process killed mid-write
+    (``kill -9`` of a run) leaves it empty, and every later DVC command then stops with
+    ``RWLockFileCorruptedError`` until someone deletes it.  Called with the repository lock held: no
+    DVC process is using the file, so an unreadable one holds no lock of anyone's."""
+    import json
+
+    path = Path(repo.tmp_dir) / "rwlock"
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    except (ValueError, UnicodeDecodeError):
+        path.unlink(missing_ok=True)
+        return True
+    return False
 
 
 def command_stages(repo) -> list:
