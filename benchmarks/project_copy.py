@@ -16,14 +16,14 @@ RECORDS = ("reports/pipeline_timings_cpu.json", "reports/gpu/gpu_hours.json", "r
 
 
 def copy_project(root: Path, dst: Path) -> Path:
-    """Git copy of the project's source files (no pipeline outputs; the :data:`RECORDS` they read) at
-    ``dst``, committed."""
+    """Git copy of the project's source files (no pipeline outputs; the :data:`RECORDS` they read and the
+    ``.keep`` files of the folders stages depend on) at ``dst``, committed."""
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=root,
                            capture_output=True, check=True).stdout.split(b"\0")
     for f in filter(None, (x.decode() for x in files)):
         src = root / f
-        if src.is_file() and (f in RECORDS or not f.startswith(("data/", "models/", "metrics/", "reports/"))) \
-                and f != "dvc.lock":
+        if src.is_file() and (f in RECORDS or f.endswith("/.keep")  # a folder a stage depends on before any run writes it
+                              or not f.startswith(("data/", "models/", "metrics/", "reports/"))) and f != "dvc.lock":
             (dst / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst / f)
     git = ["git", "-c", "user.email=bench@priorlab", "-c", "user.name=bench"]
