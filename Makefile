@@ -6,7 +6,7 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv datasets demo repro diagnose shard collect slurm cluster-tools test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
+.PHONY: venv datasets demo repro diagnose benchmark shard collect slurm cluster-tools test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
 REV ?= HEAD
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -37,6 +37,10 @@ repro: venv $(DATASETS_OK)   ## every paper's claims and report on the profile i
 diagnose: venv $(DATASETS_OK)  ## after (or instead of) `make repro`: the diagnosis arms and reports/diagnosis/ (why the failing claims fail)
 	$(BIN)/python -m priorlab.config check --once
 	$(BIN)/python -m stagerun.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS)) diagnosis
+
+benchmark: venv $(DATASETS_OK)  ## the cross-prior benchmark (reports/benchmark/): every prior on the same data, nets and seeds
+	$(BIN)/python -m priorlab.config check --once
+	$(BIN)/python -m stagerun.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS)) benchmark
 
 DEMO ?= .demo
 DEMO_TARGETS ?=

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # value DVC cannot key a dependency by (supervised_ceiling.targets, a mapping; mssc_study.patches, which
 # is "" when off, and `datasets.` is an error to DVC); none trains a grid of models
 WHOLE_SECTION_READERS = {"supervised_ceiling", "mssc_patches@mssc_bars", "mssc_patches@linear_ssc_bars",
-                         "mssc_experiments", "report", "setup_runs", "diagnosis"}
+                         "mssc_experiments", "report", "setup_runs", "diagnosis",
+                         "benchmark_plan"}  # writes each benchmark cell's slice: the cells track that file alone
 # stages that track every run: the one that writes each setup's slice (prior_init@<setup> reads its own
 # file, issue 44: the lock records `runs` and `models` once, not once per setup) and the aggregators
 RUN_READERS = {"setup_runs", "figures", "report", "diagnosis"}

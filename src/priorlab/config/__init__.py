@@ -65,6 +65,8 @@ from priorlab.config.training import (  # noqa: F401  (re-exported: the one plac
     SetupParams,
 )
 from priorlab.config.studies import (  # noqa: F401  (re-exported: the one place params are typed)
+    BenchmarkParams,
+    BenchmarkPriorParams,
     IsaStudyParams,
     MsscAblationParams,
     MsscStudyParams,
@@ -102,6 +104,7 @@ class Params:
     supervised_ceiling: SupervisedCeilingParams = field(default_factory=SupervisedCeilingParams)
     mssc_study: MsscStudyParams = field(default_factory=MsscStudyParams)
     sparse_vae_study: SparseVaeStudyParams = field(default_factory=SparseVaeStudyParams)
+    benchmark: BenchmarkParams = field(default_factory=BenchmarkParams)
 
     def check(self) -> None:
         if self.threads < 0:
@@ -136,6 +139,7 @@ class Params:
         self.supervised_ceiling.check("supervised_ceiling", self)
         self.mssc_study.check("mssc_study", self)
         self.sparse_vae_study.check("sparse_vae_study", self)
+        self.benchmark.check("benchmark", self)
 
     # convenience lookups used by stages
     def _check_batches(self) -> None:
@@ -291,7 +295,8 @@ def load_params(path: str | Path = "params.yaml") -> Params:
 
 
 DVC_GRIDS = ("datasets", "setups", "runs", "isa_study.models", "isa_study.seeds", "sparse_vae_study.rhos",
-             "sparse_vae_study.movielens_ablations", "mssc_study.models", "mssc_study.bars", "mssc_study.ablations")
+             "sparse_vae_study.movielens_ablations", "mssc_study.models", "mssc_study.bars", "mssc_study.ablations",
+             "benchmark.setups", "benchmark.priors")
 """The params ``dvc.yaml`` expands into stages (``foreach`` / ``matrix``; a test keeps the list equal to
 dvc.yaml's): DVC reads them from the file, so a default the loader fills in is not enough."""
 

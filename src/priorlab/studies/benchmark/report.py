@@ -1,0 +1,225 @@
+"""The ``benchmark`` stage: the cells' rows -> ``reports/benchmark/`` (README with a table per setup,
+a dot plot per setup, the ELBO-vs-disentanglement trade-off, a summary paragraph generated from the
+numbers, ``results.csv``) and ``metrics/benchmark/<setup>/<prior>.json`` (its means, for
+``dvc metrics show metrics/benchmark``)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from priorlab import paths
+from priorlab.config import Params
+from priorlab.io import save_figure, write_json, write_json_folder
+from priorlab.studies.benchmark import NAME, TITLE
+from priorlab.studies.benchmark.aggregate import SCORES, estimates, frame, not_run, present, read_rows
+from priorlab.studies.claims import md_table
+from priorlab.studies.intervals import Estimate
+
+OUT = paths.REPORTS / NAME
+SUMMARY_SCORES = ("elbo", "iw_ll", "mig", "dci_d", "factor_vae", "probe", "contrast")
+"""The scores the generated paragraph speaks of (each with a direction)."""
+TRADE_OFF_Y = ("mig", "dci_d", "probe", "contrast")
+"""The trade-off plot's y axis per setup: the first of these the setup has."""
+
+
+def digits(value: float) -> int:
+    """Decimals that show a score's resolution: 1 for ELBO-sized numbers, 3 for rates."""
+    return 1 if abs(value) >= 100 else 2 if abs(value) >= 10 else 3
+
+
+def cell_text(est: Estimate | None) -> str:
+    if est is None:
+        return "—"
+    d = digits(est.value)
+    return f"{est.value:.{d}f} [{est.low:.{d}f}, {est.high:.{d}f}]"
+
+
+def setup_table(params: Params, f: pd.DataFrame, est: dict, skipped: dict, setup: str) -> list[str]:
+    """A setup's table: a row per prior (its n and every score's mean [95 % interval]), a not-run prior
+    with its reason."""
+    g = f[f.setup == setup]
+    scores = present(g)
+    header = ["prior", "n", *[s.title + (" ↑" if s.better else "") for s in scores]]
+    rows = []
+    for prior in params.benchmark.priors:
+        label = params.benchmark.label(prior)
+        if (setup, prior) in skipped:
+            rows.append([label, 0, f"not run: {skipped[(setup, prior)]}", *[""] * (len(scores) - 1)])
+            continue
+        n = int((g.prior == prior).sum())
+        rows.append([label, n, *[cell_text(est.get((setup, prior, s.name))) for s in scores]])
+    return md_table(header, rows)
+
+
+def summary_sentences(params: Params, est: dict, setup: str) -> list[str]:
+    """Generated from the estimates: per directional score, the prior with the best mean and the priors
+    whose interval overlaps its interval (not separated from it at these n), or that none does."""
+    out = []
+    titles = {s.name: s.title for s in SCORES}
+    label = params.benchmark.label
+    for score in SUMMARY_SCORES:
+        have = {p: e for (s, p, name), e in est.items() if s == setup and name == score}
+        if len(have) < 2:
+            continue
+        best = max(have, key=lambda p: have[p].value)
+        b = have[best]
+        ties = [p for p, e in have.items() if p != best and e.high >= b.low and b.high >= e.low]
+        tail = (f"{', '.join(label(p) for p in ties)} {'is' if len(ties) == 1 else 'are'} not separated from it "
+                f"(intervals overlap)" if ties else "every other prior's interval lies below it")
+        out.append(f"- {titles[score]}: **{label(best)}** has the highest mean, {cell_text(b)}; {tail}.")
+    sparse = {p: e for (s, p, name), e in est.items() if s == setup and name == "sparsity"}
+    if sparse:
+        top = max(sparse, key=lambda p: sparse[p].value)
+        out.append(f"- The sparsest codes: **{label(top)}**, {sparse[top].value:.2f} of the coordinates of a code at "
+                   f"most {params.benchmark.sparsity_threshold:g} in magnitude per input (least: "
+                   f"{label(min(sparse, key=lambda p: sparse[p].value))}, {min(e.value for e in sparse.values()):.2f}).")
+    return out
+
+
+def plot_dots(params: Params, f: pd.DataFrame, setup: str, path: Path) -> Path:
+    """One panel per score of the setup: a prior per row, its seeds as dots, their mean as a bar."""
+    g = f[f.setup == setup]
+    scores = present(g)
+    priors = [p for p in params.benchmark.priors if (g.prior == p).any()]
+    cols = min(4, len(scores))
+    rows = math.ceil(len(scores) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 0.35 * len(priors) * rows + 1.2 * rows), squeeze=False)
+    for ax, score in zip(axes.ravel(), scores):
+        for i, prior in enumerate(priors):
+            v = g.loc[g.prior == prior, score.name].to_numpy(dtype=float)
+            ax.scatter(v, np.full(len(v), i), s=14, alpha=0.7)
+            if len(v) and not np.isnan(v).all():
+                ax.plot([np.nanmean(v)] * 2, [i - 0.3, i + 0.3], color="k", lw=1.5)
+        ax.set_yticks(range(len(priors)), [params.benchmark.label(p) for p in priors], fontsize=7)
+        ax.set_title(score.title + (" ↑" if score.better else ""), fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.invert_yaxis()
+    for ax in axes.ravel()[len(scores):]:
+        ax.axis("off")
+    fig.suptitle(f"{setup}: seeds as dots, their mean as a bar", fontsize=9)
+    fig.tight_layout()
+    save_figure(path, fig)
+    return path
+
+
+def plot_trade_off(params: Params, f: pd.DataFrame, path: Path) -> Path | None:
+    """Test ELBO against a disentanglement score (or the probe / contrast where the data have no factors),
+    a panel per setup, a colour per prior, seeds as dots."""
+    panels = []
+    for setup in params.benchmark.setups:
+        g = f[f.setup == setup]
+        y = next((s for s in TRADE_OFF_Y if s in g and g[s].notna().any()), None)
+        if y is not None and g["elbo"].notna().any():
+            panels.append((setup, g, y))
+    if not panels:
+        return None
+    titles = {s.name: s.title for s in SCORES}
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    for ax, (setup, g, y) in zip(axes[0], panels):
+        for prior in params.benchmark.priors:
+            h = g[g.prior == prior]
+            if len(h):
+                ax.scatter(h["elbo"], h[y], s=18, label=params.benchmark.label(prior))
+        ax.set_xlabel("test ELBO (nats)")
+        ax.set_ylabel(titles[y])
+        ax.set_title(setup, fontsize=9)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    save_figure(path, fig)
+    return path
+
+
+def write_readme(params: Params, f: pd.DataFrame, rows: list[dict[str, Any]], devices: list[str], out: Path) -> Path:
+    bench = params.benchmark
+    est = estimates(f)
+    skipped = not_run(rows)
+    t = bench.train
+    lines = [f"# {TITLE}", "",
+             f"Profile `{params.profile}`, device {', '.join(devices) or 'none'}. Every prior trained from scratch on "
+             f"the same nets per setup, {t.steps} steps of batch {t.batch_size} at learning rate {t.lr:g} (Adam), "
+             f"seeds {bench.seeds} (each its own initialisation and batches: independent units); scored on "
+             f"{bench.evaluate.n_eval} test points (log p(x) with {bench.evaluate.iw_samples} importance samples), "
+             f"the disentanglement metrics on {bench.evaluate.metric_num_train} / {bench.evaluate.metric_num_test} "
+             "sampled points. Cells: mean [95 % t interval] over the seeds; ↑ = higher is better. Generated by the "
+             "`benchmark` stage from `params.yaml`'s `benchmark` section (`benchmark_fit@<prior>` cells).", "",
+             "## The priors", ""]
+    origin = f.groupby("prior")["origin"].agg(lambda o: sum(v != "trained" for v in o)) if len(f) else {}
+    prior_rows = []
+    for prior, entry in bench.priors.items():
+        spec_rows = [r for r in rows if r["prior"] == prior]
+        kind = spec_rows[0]["kind"] if spec_rows else ""
+        reused = int(origin.get(prior, 0)) if len(f) else 0
+        prior_rows.append([bench.label(prior), f"`{entry.model}`", kind,
+                           "" if entry.strength is None else f"{entry.strength:g}",
+                           f"{reused} read from paper 004's `isa_fit` cells" if reused else "all trained here"])
+    lines += md_table(["row", "models entry", "kind", "strength (β, TC weight or γ)", "models"], prior_rows)
+    lines += ["", "Every entry is used as `params.yaml` defines it, trained from scratch (`warm_start: scratch`): the "
+              "factorial mixture prior's GMM initialisation then fits the codes of an untrained encoder (paper 001 "
+              "pretrains first), and VSC starts without its spike pre-training (paper 002 pre-trains). The models' own "
+              "phase settings (`train_steps`, `train_phase`) are not applied: every prior gets the same steps and "
+              "optimiser. A strength is a paper's default, not chosen on any data (no selection: no split is used "
+              "to choose).", ""]
+    for setup in bench.setups:
+        s = next(r["setup_params"] for r in rows if r["setup"] == setup)
+        lines += [f"## {setup}", "",
+                  f"Data set `{s['dataset']}`, {s['latent_dim']} latents, {s['encoder']} encoder / {s['decoder']} "
+                  f"decoder (hidden {s['hidden']}), {s['likelihood']} likelihood.", ""]
+        lines += setup_table(params, f, est, skipped, setup)
+        if (f.setup == setup).any():
+            lines += ["", f"![dots](dots_{setup}.png)", "", "What this shows (generated from the numbers above):", ""]
+            lines += summary_sentences(params, est, setup) or ["- fewer than two priors ran here."]
+        lines.append("")
+    if (out / "trade_off.png").is_file():
+        lines += ["## The trade-off", "", "Test ELBO against disentanglement (or the probe or contrast where the data "
+                  "set has no factors), seeds as dots:", "", "![trade-off](trade_off.png)", ""]
+    lines += ["Adding a prior is one entry under `benchmark.priors` (a `models` entry, optionally a strength); "
+              "`dvc repro benchmark` trains only its cell.", ""]
+    path = out / "README.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+METRIC_SCORES = ("elbo", "iw_ll", "active_dims", "sparsity", "mig", "dci_d", "sap", "modularity", "factor_vae",
+                 "beta_vae", "probe", "contrast")
+"""The scores of ``metrics/benchmark`` (the README's tables have every score): one screen of
+``dvc metrics show metrics/benchmark``, a row per setup and prior."""
+
+
+def metrics_files(params: Params, f: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """``metrics/benchmark/<setup>/<prior>.json``: each score of :data:`METRIC_SCORES` that every seed has,
+    as the mean over the seeds."""
+    est = estimates(f)
+    return {f"{setup}/{prior}": {name: round(e.value, 6) for (s, p, name), e in est.items()
+                                 if s == setup and p == prior and name in METRIC_SCORES}
+            for setup in params.benchmark.setups for prior in params.benchmark.priors
+            if any(s == setup and p == prior for s, p, _ in est)}
+
+
+def run_benchmark(params: Params, out: Path = OUT) -> dict[str, Any]:
+    """``benchmark``: aggregate the ``benchmark_fit`` cells into ``reports/benchmark/`` (``out``) and
+    ``metrics/benchmark/``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.png"):
+        old.unlink()  # a setup or plot of an earlier grid must not survive
+    rows, devices = read_rows(params) if params.benchmark.priors else ([], [])
+    f = frame(rows)
+    f.to_csv(out / "results.csv", index=False)
+    for setup in params.benchmark.setups:
+        if (f.setup == setup).any():
+            plot_dots(params, f, setup, out / f"dots_{setup}.png")
+    if len(f):
+        plot_trade_off(params, f, out / "trade_off.png")
+    write_readme(params, f, rows, devices, out)
+    write_json_folder(paths.METRICS / NAME, metrics_files(params, f))
+    summary = {"title": TITLE, "profile": params.profile, "devices": devices, "rows": len(f),
+               "not_run": [{"setup": s, "prior": p, "reason": r} for (s, p), r in not_run(rows).items()]}
+    write_json(out / "summary.json", summary)
+    return summary
+

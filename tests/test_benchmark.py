@@ -1,0 +1,132 @@
+"""The cross-prior benchmark (issue 45): its params, its scores, and on the tiny profile's serial run its
+tables, its reuse of paper 004's models (read, not retrained: the same model the benchmark would train)
+and a prior added by one entry."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from priorlab.config import ParamsError, parse_params
+from priorlab.studies.benchmark.scores import zero_share
+from tests.tiny_pipeline import dvc, sh
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_raw() -> dict:
+    return yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text())
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda b: b["priors"].update(bad={"model": "mssc_bars"}), "fitted by EM"),
+    (lambda b: b["priors"]["vsc"].update(strength=2.0), "strength"),
+    (lambda b: b.update(seeds=[0]), "at least 2 seeds"),
+    (lambda b: b.update(setups=["dsprites", "nowhere"]), "benchmark.setups[1]"),
+    (lambda b: b["train"].update(batch_size=5000), "training points"),
+])
+def test_bad_benchmark_params_are_refused_in_one_message(change, message):
+    raw = copy.deepcopy(tiny_raw())
+    change(raw["benchmark"])
+    with pytest.raises(ParamsError, match=re.escape(message)):
+        parse_params(raw)
+
+
+def test_zero_share_counts_near_zero_coordinates_per_observation():
+    codes = np.array([[0.0, 0.05, 1.0, -2.0], [0.2, -0.1, 0.0, 3.0]])
+    assert zero_share(codes, 0.1) == pytest.approx(4 / 8)  # |z| <= 0.1: 0, 0.05 of row 1; -0.1, 0 of row 2
+    assert zero_share(codes, 0.0) == pytest.approx(2 / 8)
+    with pytest.raises(ValueError, match="threshold"):
+        zero_share(codes, -1.0)
+    with pytest.raises(ValueError, match=r"\[N, D\]"):
+        zero_share(np.zeros(3), 0.1)
+
+
+# --------------------------------------------------------------------------- on the tiny profile's serial run
+
+
+@pytest.fixture
+def project(tiny_serial) -> Path:
+    return tiny_serial.path
+
+
+@pytest.mark.slow
+def test_tables_have_a_row_per_prior_and_the_data_sets_scores(project):
+    params = yaml.safe_load((project / "params.yaml").read_text())["benchmark"]
+    text = (project / "reports" / "benchmark" / "README.md").read_text()
+    labels = [p["label"] for p in params["priors"].values()]
+    for setup in params["setups"]:
+        section = text.split(f"## {setup}\n")[1].split("\n## ")[0]
+        table = [line for line in section.splitlines() if line.startswith("| ")]
+        header, body = table[0], table[1:]
+        assert [row.split(" | ")[0].lstrip("| ") for row in body] == labels
+        assert all(row.split(" | ")[1] == str(len(params["seeds"])) for row in body)  # n: every seed
+        for title in ("test ELBO", "log p(x) (IW)", "active dims", "MIG", "zeros per input"):
+            assert title in header, (setup, header)
+        assert ("corr. contrast" in header) == (setup == "smiley")  # paper 002's sources: Smiley only
+        assert re.search(r"\*\*.+\*\* has the highest mean", section)  # the generated summary
+        assert (project / "reports" / "benchmark" / f"dots_{setup}.png").is_file()
+        shown = {p.stem: json.loads(p.read_text()) for p in (project / "metrics" / "benchmark" / setup).glob("*.json")}
+        assert set(shown) == set(params["priors"]) and all("elbo" in v and "sparsity" in v for v in shown.values())
+    assert (project / "reports" / "benchmark" / "trade_off.png").is_file()
+
+
+@pytest.mark.slow
+def test_a_reused_model_is_read_and_is_the_model_the_benchmark_would_train(project, monkeypatch, tmp_path):
+    """The VAE row on dSprites at seed 0 is paper 004's isa_fit@isa_beta_vae-0 model at beta 1 (the same
+    training): its row names that stage, and training it the benchmark's way gives the same weights."""
+    from priorlab import paths
+    from priorlab.cli import thread_limits
+    from priorlab.config import load_params
+    from priorlab.io import load_torch
+    from priorlab.phases import load_setup_data
+    from priorlab.studies.benchmark.fit import prior_spec, reused_model, train
+
+    rows = json.loads((project / "models" / "benchmark" / "dsprites" / "vae" / "rows.json").read_text())["rows"]
+    assert [r["origin"] for r in rows] == ["isa_fit@isa_beta_vae-0", "trained"]  # isa_study.seeds: [0]
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(paths, "CHECKPOINTS", tmp_path)
+    params = load_params()
+    spec = prior_spec(params, "vae")
+    stage, path = reused_model(params, "dsprites", spec, 0)
+    assert stage == "isa_fit@isa_beta_vae-0"
+    data = load_setup_data(params, "dsprites")
+    with thread_limits(params.threads):  # as the stages ran (conv nets' results depend on the thread count)
+        ours = train(params, "vae", "dsprites", spec, 0, data, torch.device("cpu")).state_dict()
+    theirs = load_torch(path)["state_dict"]
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert reused_model(params, "smiley", spec, 0) is None  # not paper 004's setup
+
+
+@pytest.mark.slow
+def test_a_prior_added_by_one_entry_trains_only_its_cells_and_gets_its_row(project):
+    original = (project / "params.yaml").read_text()
+    try:
+        params = yaml.safe_load(original)
+        params["benchmark"]["priors"]["beta_vae"] = {"model": "beta_vae", "label": "β-VAE"}  # one entry
+        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
+        status = set(json.loads(dvc(project, "status", "--json").stdout))
+        cells = {f"benchmark_fit@{setup}-beta_vae" for setup in params["benchmark"]["setups"]}
+        assert status == cells | {"benchmark_plan", "benchmark"}, status  # no isa_fit, no other cell, no claim
+        proc = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2", "benchmark")
+        ran = set(re.findall(r"running (\S+):", proc.stdout))
+        assert ran == cells | {"benchmark_plan", "benchmark"}, ran  # the plan's other files are byte-identical
+        text = (project / "reports" / "benchmark" / "README.md").read_text()
+        assert all(section.count("\n| β-VAE | 2 |") == 1 for section in text.split("\n## ")[2:4])
+    finally:
+        (project / "params.yaml").write_text(original)
+        for setup in yaml.safe_load(original)["benchmark"]["setups"]:
+            shutil.rmtree(project / "models" / "benchmark" / setup / "beta_vae", ignore_errors=True)
+        sh(project, "git", "checkout", "-q", "--", ".")
+        dvc(project, "checkout", "-q")
+    assert "up to date" in dvc(project, "status").stdout
