@@ -279,19 +279,19 @@ def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_p
     assert bad.returncode == 2 and bad.stderr.startswith("error: no plan file"), bad.stderr
 
 
-@covered_by_the_cluster_test()  # the shards' runners (-j 1, -j 2) and the collector's match the serial run there
-def test_parallel_runner_matches_serial_dvc_repro(tiny_serial, tmp_path):
-    """`python -m stagerun.repro -j 2` (what `make repro` runs) on a fresh copy gives byte for byte the
-    outputs of the fixture's serial run, leaves a dvc.lock DVC finds up to date, and a
-    second call runs nothing."""
-    par = copy_project(ROOT, tmp_path)
-    sh(par, sys.executable, "-m", "priorlab.config", "use", "tiny")
-    sh(par, sys.executable, "-m", "stagerun.repro", "-j", "2")
-    assert "up to date" in dvc(par, "status").stdout
-    again = sh(par, sys.executable, "-m", "stagerun.repro", "-j", "2")
+@covered_by_the_cluster_test()  # the shards' runners (-j 1, -j 2) and the collector's match the fixture's run there
+def test_serial_runner_matches_the_parallel_run(tiny_serial, tmp_path):
+    """`python -m stagerun.repro -j 1` (one stage at a time) on a fresh copy gives byte for byte the
+    outputs of the fixture's run on two workers (what `make repro` runs), leaves a dvc.lock DVC finds up
+    to date, and a second call runs nothing."""
+    ser = copy_project(ROOT, tmp_path)
+    sh(ser, sys.executable, "-m", "priorlab.config", "use", "tiny")
+    sh(ser, sys.executable, "-m", "stagerun.repro", "-j", "1")
+    assert "up to date" in dvc(ser, "status").stdout
+    again = sh(ser, sys.executable, "-m", "stagerun.repro", "-j", "1")
     assert "0 stage(s) ran" in again.stdout, again.stdout
     # the outputs kept in git (cache: false) hash the same too: byte-identical, no wall-clock fields
-    assert lock_outs(par) == tiny_serial.outs
+    assert lock_outs(ser) == tiny_serial.outs
     assert len(tiny_serial.outs) > 30
 
 

@@ -235,7 +235,7 @@ def test_tiny_profile_as_a_slurm_array_with_an_ssh_remote(tiny_serial, tmp_path)
     DVC remote: task 0 is cancelled (scancel) mid-stage; the collect job then refuses and leaves the
     checkout alone; the remote holds no entry it cannot restore; a second submit sends only shard 0,
     which restores what it finished and runs the rest; the collect job restores every shard's work
-    (no training stage runs there) and its outputs are byte-identical to the serial run; every
+    (no training stage runs there) and its outputs are byte-identical to the fixture's run; every
     stage ran once across the tasks, but for the one killed mid-way; `dvc status` is clean."""
     reason = cluster_servers.missing()
     if reason:
@@ -282,7 +282,7 @@ def test_tiny_profile_as_a_slurm_array_with_an_ssh_remote(tiny_serial, tmp_path)
 
     assert not cluster_servers.leftovers(tmp_path / "cluster")  # every server and job stopped, namespace gone
     assert "up to date" in dvc(project, "status").stdout
-    assert lock_outs(project) == tiny_serial.outs  # byte-identical to the serial run
+    assert lock_outs(project) == tiny_serial.outs  # byte-identical to the fixture's run
     again = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2")
     assert "0 stage(s) ran" in again.stdout, again.stdout
     ran = Counter(s for name, text in logs.items() if name.startswith("shard-") for s in re.findall(r"running (\S+):", text))

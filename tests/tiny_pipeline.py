@@ -57,17 +57,19 @@ class SerialRun:
 
 
 def serial_tiny(dst: Path) -> SerialRun:
-    """The tiny profile after one complete serial run, results committed.  A plain `dvc repro` starts it
-    and is killed (SIGKILL) mid-way through the first pretraining, after a checkpoint; the project's
-    runner, one stage at a time (``-j 1``), resumes and finishes it.  The runner's launches cost a
-    fraction of DVC's per stage (68 s against about 5 min for the profile), and the tests that rerun
-    single stages with plain `dvc repro` (``tests/test_pipeline_e2e.py``) find DVC's outputs identical
-    to the runner's."""
+    """The tiny profile after one complete run, results committed.  A plain `dvc repro` starts it and is
+    killed (SIGKILL) mid-way through the first pretraining, after a checkpoint; the project's runner on two
+    workers (``-j 2``, what `make repro` runs) resumes and finishes it.  The runner's launches cost a
+    fraction of DVC's per stage (68 s against about 5 min for the profile); the tests that rerun single
+    stages with plain `dvc repro` one at a time (``tests/test_pipeline_e2e.py``) find DVC's outputs
+    identical to the runner's, and the Slurm test's two one-CPU shards find the whole lock identical."""
     tiny_copy(dst)
     killed = dvc(dst, "repro", check=False, env={"PRIORLAB_KILL_AT_STEP": "30"})
     assert killed.returncode != 0
     assert list((dst / ".checkpoints" / "pretrain").glob("*.pt")), "no checkpoint survived the kill"
-    sh(dst, sys.executable, "-m", "stagerun.repro", "-j", "1")
+    sh(dst, sys.executable, "-m", "stagerun.repro", "-j", "2")
     assert "up to date" in dvc(dst, "status").stdout
+    again = sh(dst, sys.executable, "-m", "stagerun.repro", "-j", "2")
+    assert "0 stage(s) ran" in again.stdout, again.stdout  # a second call runs nothing
     commit_all(dst, "results")
     return SerialRun(dst, lock_outs(dst))
