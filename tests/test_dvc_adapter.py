@@ -5,6 +5,7 @@ whose inputs match a cached run and reports a miss with the stage's outputs remo
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -104,3 +105,46 @@ def test_a_torn_rwlock_left_by_a_killed_run_is_removed_under_the_repository_lock
         assert rwlock.exists() != cleared
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"p": {"cmd": "echo 1 > p.txt", "outs": ["p.txt"]}}}))
     assert _dvc(tmp_path, "repro").returncode == 0  # DVC reads and rewrites the rwlock here
+
+
+def _entry(name: str, md5: str, path: str) -> dict:
+    return {name: {"cmd": f"python stages/x.py --run {name}", "deps": [{"path": path, "hash": "md5", "md5": md5,
+                                                                          "size": 12}],
+                   "params": {"params.yaml": {"train": {"lr": 0.001, "steps": 40}}},
+                   "outs": [{"path": f"models/train/{name}", "hash": "md5", "md5": md5 + ".dir", "size": 3,
+                             "nfiles": 1}]}}
+
+
+def test_the_lock_splice_writes_the_bytes_of_dvcs_own_dump():
+    """The runner's lock write (splice_lock: each entry dumped alone, put in place or appended) gives
+    the file DVC's whole-file round trip gives (Lockfile.dump_stages: parse, update, dump), long wrapped
+    paths included."""
+    import io
+
+    from dvc.utils.serialize._yaml import _dump, parse_yaml_for_update
+
+    from stagerun.dvc_adapter import splice_lock
+
+    long = "models/prior_init/fmnist60_vsc_a001_r1/fmnist60_vsc_a001_r1-vsc_a001-1-a-long-enough-path-to-wrap"
+    stages = {}
+    for i, name in enumerate(["data@a", "train@b-1", "evaluate@c.0"]):
+        stages.update(_entry(name, f"{i:032x}", long if i == 1 else "data/a"))
+
+    def dvc_dump(data) -> str:
+        stream = io.StringIO()
+        _dump(data, stream)
+        return stream.getvalue()
+
+    text = dvc_dump({"schema": "2.0", "stages": stages})
+    updates = [_entry("train@b-1", "f" * 32, long + "/x"), _entry("new@d", "e" * 32, long)]
+    expected = parse_yaml_for_update(text, "dvc.lock")  # what Lockfile.dump_stages does
+    for u in updates:
+        expected["stages"].update(u)
+    assert splice_lock(text, updates) == dvc_dump(expected)
+    assert splice_lock(text, [_entry("data@a", f"{0:032x}", "data/a")]) == text  # an unchanged entry: same bytes
+    assert splice_lock("stages: {}\n", updates) is None  # not DVC's layout: DVC's own dump does it
+    shared = [3, 8]  # a list a YAML merge key shares between two models: DVC anchors it, the splice writes it out
+    entry = _entry("train@b-1", "f" * 32, "data/a")
+    entry["train@b-1"]["params"]["params.yaml"]["models"] = {"m": {"k": shared}, "m_long": {"k": shared}}
+    spliced = splice_lock(text, [entry])
+    assert "&id" not in spliced and yaml.safe_load(spliced)["stages"]["train@b-1"] == json.loads(json.dumps(entry["train@b-1"]))

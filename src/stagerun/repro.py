@@ -66,8 +66,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """The signals that stop a run: Ctrl-C's and the one ``kill`` sends by default."""
 
 LOCK_FLUSH_S = 20.0
-"""Finished stages are written to ``dvc.lock`` at most this long after they end (DVC rewrites the
-whole file for every dump, about a second on the cpu profile), and always before the runner exits."""
+"""Finished stages are written to ``dvc.lock`` at most this long after they end, and always before the
+runner exits (a write puts the finished stages' entries in place: :func:`stagerun.dvc_adapter.write_lock`)."""
 
 
 @dataclass
