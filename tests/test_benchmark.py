@@ -128,5 +128,6 @@ def test_a_prior_added_by_one_entry_trains_only_its_cells_and_gets_its_row(proje
         for setup in yaml.safe_load(original)["benchmark"]["setups"]:
             shutil.rmtree(project / "models" / "benchmark" / setup / "beta_vae", ignore_errors=True)
         sh(project, "git", "checkout", "-q", "--", ".")
+        sh(project, "git", "clean", "-fdq", "--", "metrics", "reports")  # the new row's metrics files (in git)
         dvc(project, "checkout", "-q")
     assert "up to date" in dvc(project, "status").stdout
