@@ -51,6 +51,22 @@ def test_zero_share_counts_near_zero_coordinates_per_observation():
         zero_share(np.zeros(3), 0.1)
 
 
+def test_a_prior_whose_elbo_exceeds_its_iw_bound_is_left_out_of_the_likelihood_comparison():
+    from types import SimpleNamespace
+
+    from priorlab.studies.benchmark.report import summary_sentences
+    from priorlab.studies.intervals import mean_t
+
+    est = {("d", "vae", "elbo"): mean_t([-52.0, -51.5, -53.0]), ("d", "vae", "iw_ll"): mean_t([-47.6, -47.7, -48.5]),
+           ("d", "fm", "elbo"): mean_t([-50.0, -50.5, -51.0]), ("d", "fm", "iw_ll"): mean_t([-44.0, -44.5, -44.6]),
+           ("d", "vsc", "elbo"): mean_t([-30.2, -31.0, -30.5]), ("d", "vsc", "iw_ll"): mean_t([-9e7, -3e7, -2e7])}
+    params = SimpleNamespace(benchmark=SimpleNamespace(label=str, sparsity_threshold=0.1))
+    text = "\n".join(summary_sentences(params, est, "d"))
+    assert "- vsc: the test ELBO lies above" in text
+    assert "test ELBO: **fm** has the highest mean" in text and "log p(x) (IW): **fm**" in text
+    assert "vsc is not separated" not in text and "**vsc**" not in text
+
+
 # --------------------------------------------------------------------------- on the tiny profile's serial run
 
 

@@ -57,14 +57,34 @@ def setup_table(params: Params, f: pd.DataFrame, est: dict, skipped: dict, setup
     return md_table(header, rows)
 
 
+LIKELIHOOD_SCORES = ("elbo", "iw_ll")
+"""The scores that estimate log p(x): compared only between priors whose ELBO lies below their IW bound."""
+
+
+def not_bounds(est: dict, setup: str) -> list[str]:
+    """The priors of ``setup`` whose mean test ELBO lies above their mean importance-weighted log p(x):
+    a lower bound cannot exceed L_k (k >= 1) in expectation, so their ELBO does not bound the log-likelihood
+    the others' bound (e.g. VSC's pseudo-input prior is selected by the input itself, eq. 3) and neither
+    number is compared with theirs."""
+    return [p for (s, p, name), e in est.items() if s == setup and name == "elbo"
+            and (s, p, "iw_ll") in est and e.value > est[(s, p, "iw_ll")].value]
+
+
 def summary_sentences(params: Params, est: dict, setup: str) -> list[str]:
     """Generated from the estimates: per directional score, the prior with the best mean and the priors
-    whose interval overlaps its interval (not separated from it at these n), or that none does."""
+    whose interval overlaps its interval (not separated from it at these n), or that none does; the
+    likelihood scores without the priors of :func:`not_bounds`, which a sentence names."""
     out = []
     titles = {s.name: s.title for s in SCORES}
     label = params.benchmark.label
+    invalid = not_bounds(est, setup)
+    if invalid:
+        out.append(f"- {', '.join(label(p) for p in invalid)}: the test ELBO lies above the importance-weighted "
+                   "log p(x), which a lower bound cannot in expectation, so neither is compared with the other "
+                   "priors' below (the table shows both).")
     for score in SUMMARY_SCORES:
-        have = {p: e for (s, p, name), e in est.items() if s == setup and name == score}
+        have = {p: e for (s, p, name), e in est.items() if s == setup and name == score
+                and not (score in LIKELIHOOD_SCORES and p in invalid)}
         if len(have) < 2:
             continue
         best = max(have, key=lambda p: have[p].value)
