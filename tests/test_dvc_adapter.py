@@ -148,3 +148,7 @@ def test_the_lock_splice_writes_the_bytes_of_dvcs_own_dump():
     entry["train@b-1"]["params"]["params.yaml"]["models"] = {"m": {"k": shared}, "m_long": {"k": shared}}
     spliced = splice_lock(text, [entry])
     assert "&id" not in spliced and yaml.safe_load(spliced)["stages"]["train@b-1"] == json.loads(json.dumps(entry["train@b-1"]))
+    # another entry aliasing an anchor of a replaced one (PyYAML's dump of a shared list): only DVC's whole dump
+    shared_text = yaml.safe_dump({"schema": "2.0", "stages": {"a": {"outs": shared}, "b": {"outs": shared}}}, sort_keys=False)
+    assert "*id001" in shared_text and splice_lock(shared_text, [{"a": {"outs": [1]}}]) is None
+    assert yaml.safe_load(splice_lock(shared_text, [{"b": {"outs": [1]}}]))["stages"] == {"a": {"outs": [3, 8]}, "b": {"outs": [1]}}

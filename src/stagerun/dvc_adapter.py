@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -270,7 +271,8 @@ def splice_lock(text: str, entries: Sequence[dict]) -> str | None:
     block as DVC appends a new key; None when ``text`` is not the two-key file DVC writes.  The bytes
     are DVC's own dump's, but where an entry holds one object twice (a list a YAML merge key shares
     between two models): DVC writes it as an anchor and an alias numbered across the whole file, this
-    writes the value out twice (the same data to any YAML reader)."""
+    writes the value out twice (the same data to any YAML reader).  When another entry refers to an
+    anchor that a replaced entry defines (a file another writer made), it returns None as well."""
     lines = text.splitlines(keepends=True)
     header = ["schema: '2.0'\n", "stages:\n"]
     if lines[:2] != header:
@@ -285,16 +287,27 @@ def splice_lock(text: str, entries: Sequence[dict]) -> str | None:
             blocks[keys[-1]].append(line)
         else:
             return None  # anything else: not a file this splice understands
+    new = []
     for entry in entries:
         entry = json.loads(json.dumps(entry))  # values the entry repeats (merged params) written out, not as anchors
         dumped = _yaml_lines({"schema": "2.0", "stages": entry})
         if dumped[:2] != header:
             return None
-        block = dumped[2:]
+        new.append(dumped[2:])
+    replaced = {block[0] for block in new}
+    defined = {a for key in replaced & set(blocks) for a in _ANCHOR.findall("".join(blocks[key]))}
+    if defined & {a for key in keys if key not in replaced for a in _ALIAS.findall("".join(blocks[key]))}:
+        return None  # another entry refers to an anchor a replaced one defines: only a whole dump keeps both
+    for block in new:
         if block[0] not in blocks:
             keys.append(block[0])
         blocks[block[0]] = block
     return "".join(header + [line for key in keys for line in blocks[key]])
+
+
+_ANCHOR = re.compile(r"&([^\s,\[\]{}]+)")
+_ALIAS = re.compile(r"\*([^\s,\[\]{}]+)")
+"""YAML anchors and aliases (a ``*`` or ``&`` inside a plain string may match too: then DVC's own dump runs)."""
 
 
 def prune_lock(repo) -> list[str]:
