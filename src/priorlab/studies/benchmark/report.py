@@ -36,8 +36,7 @@ def digits(value: float) -> int:
 def cell_text(est: Estimate | None) -> str:
     if est is None:
         return "—"
-    d = digits(est.value)
-    return f"{est.value:.{d}f} [{est.low:.{d}f}, {est.high:.{d}f}]"
+    return est.text(digits(est.value))
 
 
 def setup_table(params: Params, f: pd.DataFrame, est: dict, skipped: dict, setup: str) -> list[str]:
