@@ -6,7 +6,7 @@ PROFILE ?= cpu
 export DVC_NO_ANALYTICS := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: venv datasets demo repro diagnose benchmark shard collect slurm cluster-tools test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
+.PHONY: venv datasets demo repro diagnose benchmark benchmark-speed shard collect slurm cluster-tools test test-fast profile bench bench-pipeline gpu-deps clean-checkpoints browser plots
 REV ?= HEAD
 
 $(BIN)/.installed: requirements.txt pyproject.toml
@@ -41,6 +41,9 @@ diagnose: venv $(DATASETS_OK)  ## after (or instead of) `make repro`: the diagno
 benchmark: venv $(DATASETS_OK)  ## the cross-prior benchmark (reports/benchmark/): every prior on the same data, nets and seeds
 	$(BIN)/python -m priorlab.config check --once
 	$(BIN)/python -m stagerun.repro -j $(JOBS) $(if $(GPUS),--gpus $(GPUS)) benchmark
+
+benchmark-speed: venv $(DATASETS_OK)  ## the benchmark's training cost per prior on this machine -> reports/benchmark_speed/<profile>.json
+	$(BIN)/python -m benchmarks.benchmark_speed
 
 DEMO ?= .demo
 DEMO_TARGETS ?=

@@ -51,14 +51,17 @@ MODELS = {
 
 
 def step_times(net: SetupParams, models: dict[str, ModelParams], batch: int = 64, rounds: int = 7,
-               steps: int = 20, obs_shape=(1, 32, 32), seed: int = 0) -> dict[str, list[float]]:
-    """Seconds per Adam training step of each model, ``rounds`` interleaved measurements each."""
+               steps: int = 20, obs_shape=(1, 32, 32), seed: int = 0, data=None) -> dict[str, list[float]]:
+    """Seconds per Adam training step of each model, ``rounds`` interleaved measurements each; ``data``:
+    the training set each model is bound to first (a likelihood whose update needs N), else none."""
     g = torch.Generator().manual_seed(seed)
     x = (torch.rand(batch, *obs_shape, generator=g) > 0.6).float()
     built = {}
     for name, spec in models.items():
         torch.manual_seed(seed)
         model = build_model(net, spec, obs_shape)
+        if data is not None:
+            model.bind_data(data)
         groups = model.param_groups(1e-4)
         built[name] = (model, torch.optim.Adam(groups, lr=1e-4) if groups else None)
     times: dict[str, list[float]] = {name: [] for name in models}

@@ -33,6 +33,8 @@ def tiny_raw() -> dict:
     (lambda b: b.update(seeds=[0]), "at least 2 seeds"),
     (lambda b: b.update(setups=["dsprites", "nowhere"]), "benchmark.setups[1]"),
     (lambda b: b["train"].update(batch_size=5000), "training points"),
+    (lambda b: b["synthetic"].update(rhos=[0.4, 1.0]), "benchmark.synthetic.rhos[1] must be in (-1, 1)"),
+    (lambda b: b["synthetic"].update(datasets_per_rho=1), "benchmark.synthetic.datasets_per_rho: 1; at least 2"),
 ])
 def test_bad_benchmark_params_are_refused_in_one_message(change, message):
     raw = copy.deepcopy(tiny_raw())
@@ -67,6 +69,48 @@ def test_a_prior_whose_elbo_exceeds_its_iw_bound_is_left_out_of_the_likelihood_c
     assert "vsc is not separated" not in text and "**vsc**" not in text
 
 
+def test_a_synthetic_row_read_from_paper_003_is_the_row_the_benchmark_would_fit(tmp_path, monkeypatch):
+    """Paper 003's study fits a VAE of the benchmark's VAE settings on the same synthetic data sets: the
+    benchmark's plan reads its rows (origin: the sparse_vae_fit cell), and fitting the prior the
+    benchmark's way gives the same numbers; a prior the study does not fit is trained, and one whose
+    model cannot be built on these nets is a not-run row with the reason."""
+    from priorlab import paths
+    from priorlab.io import write_json
+    from priorlab.studies.benchmark import synthetic
+    from priorlab.studies.sparse_vae_experiments.fit import cell_dir, rho_rows
+
+    raw = copy.deepcopy(tiny_raw())
+    raw["sparse_vae_study"].update(models=["isa_beta_vae"], rhos=[0.4], datasets_per_rho=2, variant_datasets_per_rho=0)
+    raw["benchmark"]["priors"] = {"vae": {"model": "isa_beta_vae", "strength": 1},
+                                  "beta_vae": {"model": "isa_beta_vae", "strength": 3},
+                                  "isa_vae": {"model": "isa_vae"}}
+    raw["benchmark"]["synthetic"] = {"rhos": [0.4], "datasets_per_rho": 2}
+    raw["sparse_vae_study"]["latent_dim"] = 3  # the ISA layout's 10 latents do not fit: its row is not run
+    params = parse_params(raw)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(paths, "CHECKPOINTS", tmp_path / "checkpoints")
+    rows, _, _ = rho_rows(params, 0.4)
+    write_json(cell_dir(0.4) / "rows.json", {"rows": rows})
+
+    plan = synthetic.plan_record(params, "vae")
+    assert sorted(plan["reuse"]) == ["0.4/0", "0.4/1"]
+    assert {r["origin"] for r in plan["reuse"].values()} == {"sparse_vae_fit@0.4"}
+    assert synthetic.plan_record(params, "beta_vae")["reuse"] == {}  # another beta: fitted by the benchmark
+    read = synthetic.cell_rows(params, "vae")
+    monkeypatch.setattr(synthetic, "reused_rows", lambda params, prior: {})
+    fitted = synthetic.cell_rows(params, "vae")
+    assert [r["origin"] for r in fitted] == ["trained", "trained"]
+    for a, b in zip(read, fitted):
+        assert {k: a[k] for k in synthetic.SCORES if k in a} == {k: b[k] for k in synthetic.SCORES if k in b}
+    assert set(read[0]) >= {"mse", "dci_d", "active_columns", "collapsed"}
+    [skipped] = synthetic.cell_rows(params, "isa_vae")
+    assert skipped["origin"] == "not_run" and "latents" in skipped["reason"]
+
+    est = synthetic.estimates(read + [skipped])
+    assert est[(0.4, "vae", "mse")].n == 2 and est[(0.4, "vae", "collapsed")].method == "Clopper–Pearson"
+    assert not any(p == "isa_vae" for _, p, _ in est)
+
+
 # --------------------------------------------------------------------------- on the tiny profile's serial run
 
 
@@ -94,6 +138,15 @@ def test_tables_have_a_row_per_prior_and_the_data_sets_scores(project):
         shown = {p.stem: json.loads(p.read_text()) for p in (project / "metrics" / "benchmark" / setup).glob("*.json")}
         assert set(shown) == set(params["priors"]) and all("elbo" in v and "sparsity" in v for v in shown.values())
     assert (project / "reports" / "benchmark" / "trade_off.png").is_file()
+    synthetic = text.split("## Paper 003's synthetic data")[1].split("\n## ")[0]
+    for rho in params["synthetic"]["rhos"]:
+        section = synthetic.split(f"### ρ = {rho:g}\n")[1].split("\n### ")[0]
+        body = [line for line in section.splitlines() if line.startswith("| ")][1:]
+        assert [row.split(" | ")[0].lstrip("| ") for row in body] == labels
+        assert all(row.split(" | ")[1] == str(params["synthetic"]["datasets_per_rho"]) or "not run" in row
+                   for row in body)
+        assert "held-out MSE" in section and re.search(r"\*\*.+\*\* is best", section)
+    assert (project / "metrics" / "benchmark" / f"synthetic_rho{params['synthetic']['rhos'][0]:g}").is_dir()
 
 
 @pytest.mark.slow
@@ -132,7 +185,8 @@ def test_a_prior_added_by_one_entry_trains_only_its_cells_and_gets_its_row(proje
         params["benchmark"]["priors"]["beta_vae"] = {"model": "beta_vae", "label": "β-VAE"}  # one entry
         (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
         status = set(json.loads(dvc(project, "status", "--json").stdout))
-        cells = {f"benchmark_fit@{setup}-beta_vae" for setup in params["benchmark"]["setups"]}
+        cells = {f"benchmark_fit@{setup}-beta_vae" for setup in params["benchmark"]["setups"]} | {
+            "benchmark_synthetic@beta_vae"}
         assert status == cells | {"benchmark_plan", "benchmark"}, status  # no isa_fit, no other cell, no claim
         proc = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2", "benchmark")
         ran = set(re.findall(r"running (\S+):", proc.stdout))

@@ -285,3 +285,113 @@ def test_members_that_differ_in_a_setting_are_refused(x, tmp_path):
     with pytest.raises(ValueError, match="beta is 1.0 for the first member, 4.0 for member 1"):
         fit_replicates(models, TrainingSet(x, lambda b: b), options(steps=1), [0, 1],
                        checkpoints=[tmp_path / "a.pt", tmp_path / "b.pt"], fingerprints=["f", "f"])
+
+
+# --------------------------------------------------------------------------- an arm through the pipeline
+
+
+def _claims(project) -> dict:
+    """Every study's claims on the tiny run: key -> (verdict, lean, each part's value)."""
+    import json
+
+    out = {}
+    for path in sorted((project / "reports").glob("*/summary.json")):
+        for c in json.loads(path.read_text()).get("claims", []):
+            out[c["key"]] = (c["verdict"], c.get("lean"), [p["value"] for p in c.get("parts", [])])
+    return out
+
+
+@pytest.mark.slow
+def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(tiny_serial):
+    """``replicates.mode: vectorised``: the runner trains the ready seeds of an arm (VSC on Smiley, seeds 0
+    and 1) in one process, each recorded as its train@ stage; with seed 1 dropped again, the report's claims
+    equal those of the separate run (the tiny fixture's): the same verdicts and leans, the numbers to
+    float rounding.  ``train.checkpoint_every`` is changed (40 for 20: the same training) so that every
+    train@ stage reruns from scratch instead of reading the fixture's checkpoints or run-cache."""
+    import json
+    import math
+    import re
+    import shutil
+    import sys
+
+    import yaml
+
+    from tests.tiny_pipeline import dvc, sh
+
+    project = tiny_serial.path
+    before = _claims(project)
+    original = (project / "params.yaml").read_text()
+    raw = yaml.safe_load(original)
+    run0 = "smiley_vsc-vsc_smiley-0"
+    run1 = "smiley_vsc-vsc_smiley-1"
+    try:
+        raw["replicates"]["mode"] = "vectorised"
+        raw["train"]["checkpoint_every"] = 40
+        two = {**raw["runs"], run1: {**raw["runs"][run0], "seed": 1}}
+        (project / "params.yaml").write_text(yaml.safe_dump({**raw, "runs": two}, sort_keys=False, allow_unicode=True))
+        arms = sh(project, sys.executable, "stages/train.py", "--arms", ",".join(two))
+        assert json.loads(arms.stdout.strip().splitlines()[-1]) == [[run0, run1]]  # the only arm of 2+ seeds
+        first = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2", f"train@{run0}", f"train@{run1}")
+        assert f"running train@{run0} + train@{run1}: python stages/train.py --runs {run0},{run1}" in first.stdout \
+            or f"running train@{run1} + train@{run0}: python stages/train.py --runs {run1},{run0}" in first.stdout, \
+            first.stdout
+        (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))  # seed 1 gone
+        second = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2", "report")
+        assert f"running train@{run0}" not in second.stdout  # the vectorised member stands
+        assert re.search(r"running train@\S+", second.stdout)  # the other runs retrained, separately
+        after = _claims(project)
+        assert after.keys() == before.keys() and before
+        for key, (verdict, lean, values) in before.items():
+            assert after[key][:2] == (verdict, lean), key
+            assert all(math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-4) for a, b in zip(after[key][2], values)
+                       if a is not None and b is not None), (key, after[key][2], values)
+    finally:
+        (project / "params.yaml").write_text(original)
+        for folder in ("models/prior_init/smiley_vsc", "models/train", "reports/live/train"):
+            for path in (project / folder).rglob(run1):
+                shutil.rmtree(path, ignore_errors=True)
+        sh(project, "git", "checkout", "-q", "--", ".")
+        sh(project, "git", "clean", "-fdq", "--", "metrics", "reports")
+        dvc(project, "checkout", "-q")
+    assert "up to date" in dvc(project, "status").stdout
+
+
+def test_train_arms_groups_the_seeds_of_one_model_and_nets_under_the_chosen_mode(monkeypatch):
+    """:func:`priorlab.pipeline.train_arms`: nothing under ``separate`` (and ``auto`` on a CPU device);
+    under ``vectorised`` the runs of one model whose setups differ at most in their seed, two or more, of
+    a kind whose replicates vectorise, the models of ``replicates.separate`` left out."""
+    import copy
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import yaml
+
+    from priorlab import pipeline
+    from priorlab.config import ParamsError, parse_params
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles" / "tiny.yaml").read_text())
+    raw["setups"]["smiley_r1"] = {**raw["setups"]["smiley"], "seed": 1}  # a pretraining replicate: same nets
+    raw["runs"].update({
+        "smiley-vae-1": {"setup": "smiley", "model": "vae", "seed": 1, "group": "baselines"},
+        "smiley_r1-vae-2": {"setup": "smiley_r1", "model": "vae", "seed": 2, "group": "baselines"},
+        "smiley-beta_vae-1": {"setup": "smiley", "model": "beta_vae", "seed": 1, "group": "baselines"},
+        "dsprites-fmvae_ss-1": {"setup": "dsprites", "model": "fmvae_ss", "seed": 1,
+                                "group": "fmvae_experiments/semi_supervised"},
+    })
+    monkeypatch.setattr(pipeline, "load_setup_data",
+                        lambda params, setup: SimpleNamespace(obs_shape=(1, 32, 32)))
+    runs = ["smiley-vae-0", "dsprites-vae-0", "smiley-vae-1", "smiley_r1-vae-2", "smiley-beta_vae-0",
+            "smiley-beta_vae-1", "dsprites-fmvae_ss-0", "dsprites-fmvae_ss-1"]
+
+    def arms(mode: str, separate=(), device: str = "cpu") -> list[list[str]]:
+        r = copy.deepcopy(raw)
+        r["replicates"] = {"mode": mode, "separate": list(separate)}
+        r["device"] = device
+        return pipeline.train_arms(parse_params(r), ",".join(runs))
+
+    assert arms("separate") == [] and arms("auto") == []
+    assert arms("vectorised") == [["smiley-vae-0", "smiley-vae-1", "smiley_r1-vae-2"],
+                                  ["smiley-beta_vae-0", "smiley-beta_vae-1"]]  # dSprites' VAE alone; fmvae: SVI
+    assert arms("vectorised", separate=["beta_vae"]) == [["smiley-vae-0", "smiley-vae-1", "smiley_r1-vae-2"]]
+    with pytest.raises(ParamsError, match=r"replicates.separate\[0\]"):
+        arms("vectorised", separate=["nowhere"])

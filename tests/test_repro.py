@@ -523,3 +523,54 @@ def test_dry_names_the_stale_stages_and_those_downstream_of_them(project, capsys
     assert not (project / "a.txt").read_text().startswith("changed")  # nothing ran
     assert _run("-j", "2") == 0
     assert "4 stage(s) ran" in capsys.readouterr().out  # what --dry announced
+
+
+BATCH_YAML = {
+    "stages": {
+        "t": {
+            "foreach": ["x", "y", "z"],
+            "do": {
+                "cmd": "echo ${item} > out_${item} && echo alone ${item} >> calls.log",
+                "meta": {"batch_mode": "MODE", "batch_plan": f"{sys.executable} plan.py",
+                         "batch_cmd": f"{sys.executable} batch.py", "batch_key": "${item}"},
+                "outs": ["out_${item}"],
+            },
+        },
+        "u": {"cmd": "cat out_x out_y out_z > u.txt", "deps": ["out_x", "out_y", "out_z"], "outs": ["u.txt"]},
+    }
+}
+PLAN = "import json, sys\nkeys = sys.argv[1].split(',')\nprint(json.dumps([[k for k in keys if k != 'z']]))\n"
+BATCH = ("import sys\nkeys = sys.argv[1].split(',')\nfor k in keys:\n    open(f'out_{k}', 'w').write(k + '\\n')\n"
+         "open('calls.log', 'a').write('batch ' + ','.join(keys) + '\\n')\n")
+
+
+@pytest.mark.parametrize("mode", ["vectorised", "separate"])
+def test_a_declared_batch_runs_its_ready_stages_in_one_process_each_recorded_as_its_own(project, mode):
+    """A stage's ``meta`` may declare a batch (issue 47: the seeds of one arm trained as one model): the
+    runner asks ``batch_plan`` which ready stages go together and runs ``batch_cmd`` once for them;
+    each is recorded as its stage (the lock is what a separate run's would be, `dvc status` clean).
+    Under ``batch_mode: separate`` nothing is asked and each stage runs its own command."""
+    text = yaml.safe_dump(BATCH_YAML, sort_keys=False).replace("MODE", mode)
+    (project / "dvc.yaml").write_text(text)
+    (project / "plan.py").write_text(PLAN)
+    (project / "batch.py").write_text(BATCH)
+    assert _run("-j", "1") == 0
+    calls = sorted((project / "calls.log").read_text().splitlines())
+    if mode == "vectorised":
+        assert calls == ["alone z", "batch x,y"] or calls == ["alone z", "batch y,x"], calls
+    else:
+        assert calls == ["alone x", "alone y", "alone z"], calls
+    assert (project / "u.txt").read_text() == "x\ny\nz\n"
+    assert "up to date" in _dvc(project, "status").stdout
+    lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    assert {"t@x", "t@y", "t@z", "u"} <= set(lock) and lock["t@x"]["cmd"] == "echo x > out_x && echo alone x >> calls.log"
+    assert _run("-j", "1") == 0 and sorted((project / "calls.log").read_text().splitlines()) == calls  # no rerun
+
+
+def test_a_batch_whose_plan_fails_runs_its_stages_alone(project, capsys):
+    (project / "dvc.yaml").write_text(yaml.safe_dump(BATCH_YAML, sort_keys=False).replace("MODE", "vectorised"))
+    (project / "plan.py").write_text("raise SystemExit('no plan here')\n")
+    (project / "batch.py").write_text(BATCH)
+    assert _run("-j", "1") == 0
+    assert sorted((project / "calls.log").read_text().splitlines()) == ["alone x", "alone y", "alone z"]
+    assert "gave no batches (no plan here)" in capsys.readouterr().out

@@ -223,6 +223,37 @@ def run_train_arm(params: Params, runs: str | list[str]) -> list[dict]:
     return metas
 
 
+def train_arms(params: Params, runs: str | list[str]) -> list[list[str]]:
+    """How ``runs`` (``train@`` stages ready to run; a list, or names joined by commas) train under
+    ``replicates`` (:class:`~priorlab.config.ReplicatesParams`): the groups of two or more that train in
+    one vectorised process (:func:`run_train_arm`) — runs of one model whose setups differ at most in
+    their seed, of a kind whose replicates vectorise (:func:`priorlab.train.replicates.vectorisable`), the
+    model not in ``replicates.separate`` — in the order given; the others are left out (a process each).
+    None under ``mode: separate``, or ``auto`` where ``device`` is not CUDA."""
+    from priorlab.models import build_model
+    from priorlab.train.replicates import vectorisable
+
+    runs = [r for r in runs.split(",") if r] if isinstance(runs, str) else list(runs)
+    mode = params.replicates.mode
+    if mode == "auto":
+        mode = "vectorised" if params.device != "cpu" and resolve_device(params.device).type == "cuda" else "separate"
+    if mode == "separate":
+        return []
+    groups: dict[tuple[str, str], list[str]] = {}
+    for run in runs:
+        setup, model, _ = _run_parts(params, run)
+        if model not in params.replicates.separate:
+            groups.setdefault((model, _nets_record(params, setup)), []).append(run)
+    arms = []
+    for (model, _), members in groups.items():
+        if len(members) < 2:
+            continue
+        setup = params.run(members[0]).setup
+        if vectorisable(build_model(params.setup(setup), params.model(model), load_setup_data(params, setup).obs_shape)) is None:
+            arms.append(members)
+    return arms
+
+
 def _nets_record(params: Params, setup: str) -> str:
     """A setup's settings but its seed, as text (the runs of an arm share them)."""
     record = {k: v for k, v in params.setup(setup).record().items() if k != "seed"}

@@ -171,31 +171,73 @@ class _Run:
         getattr(self.out, how).append(stage.addressing)
         self.done.add(stage)
 
-    def _start(self, stage) -> None:
-        """Skip, restore or launch one stage whose upstream has finished."""
+    def _needs_run(self, stage) -> bool:
+        """Whether a stage whose upstream has finished must run its command: False when it is up to date
+        (skipped) or restored from the run-cache (both finished here), or, in a dry run, only listed."""
         name = stage.addressing
         if not dvc_adapter.changed(stage, self.upstream[stage]):
             if self.dry and any(u.addressing in self.out.ran or u.addressing in self.out.downstream
                                 for u in self.upstream[stage]):
                 # up to date now, but a stale upstream stage runs first: its new outputs rerun this one
                 self.log(f"downstream: {name} (reruns when the stages it depends on change their outputs)")
-                return self._finish(stage, "downstream")
+                self._finish(stage, "downstream")
+                return False
             if not self.dry:
                 dvc_adapter.keep_ignored(stage)
-            return self._finish(stage, "skipped")
+            self._finish(stage, "skipped")
+            return False
         if self.dry:
             self.log(f"stale: {name}: {stage.cmd}")
-            return self._finish(stage, "ran")
+            self._finish(stage, "ran")
+            return False
         # what `dvc repro` tries first: a run with these inputs in the run-cache (else the outputs are gone)
         if dvc_adapter.restore(self.repo, stage):
             self.unflushed.append(stage)
             self.log(f"restored {name} from the run-cache")
-            return self._finish(stage, "restored")
+            self._finish(stage, "restored")
+            return False
+        return True
+
+    def _batch(self, stage, ready: list) -> list:
+        """The stages that run in one process with ``stage``: itself, and the ready stages of the batch it
+        declares (``meta``: ``batch_cmd``, ``batch_plan``, ``batch_key``, ``batch_mode`` other than
+        ``separate``) that ``batch_plan <keys>`` — asked once per launch, given every candidate's key —
+        puts in its group (JSON: a list of key lists) and that must run.  Just ``[stage]`` otherwise."""
+        meta = stage.meta or {}
+        if self.dry or meta.get("batch_mode", "separate") == "separate" or not meta.get("batch_cmd"):
+            return [stage]
+        peers = [s for s in ready if s is not stage and s not in self.done and s not in self.running
+                 and (s.meta or {}).get("batch_cmd") == meta["batch_cmd"]]
+        if not peers:
+            return [stage]
+        by_key = {(s.meta or {})["batch_key"]: s for s in [stage, *peers]}
+        proc = subprocess.run(f"{meta['batch_plan']} {','.join(by_key)}", shell=True, cwd=stage.wdir, text=True,
+                              capture_output=True, env={**os.environ, **self.envs[0]})
+        try:
+            if proc.returncode != 0:
+                raise ValueError((proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1])
+            groups = json.loads((proc.stdout.strip().splitlines() or ["[]"])[-1])
+        except ValueError as exc:  # json.JSONDecodeError included
+            self.log(f"warning: `{meta['batch_plan']}` gave no batches ({exc}); {stage.addressing} runs alone")
+            return [stage]
+        group = next((g for g in groups if meta["batch_key"] in g), [])
+        return [stage, *(by_key[k] for k in group if k != meta["batch_key"] and self._needs_run(by_key[k]))]
+
+    def _start(self, stage, ready: list | None = None) -> None:
+        """Skip, restore or launch one stage whose upstream has finished (with the ready stages it runs
+        with, :meth:`_batch`: one process, one worker, each recorded as its own stage)."""
+        if not self._needs_run(stage):
+            return
+        members = self._batch(stage, ready or [])
+        cmd = stage.cmd
+        if len(members) > 1:
+            cmd = f"{stage.meta['batch_cmd']} {','.join(s.meta['batch_key'] for s in members)}"
+        name = " + ".join(s.addressing for s in members) if len(members) > 1 else stage.addressing
         slot = self.free.pop(0)
-        self.log(f"[worker {slot}] running {name}: {stage.cmd}")
+        self.log(f"[worker {slot}] running {name}: {cmd}")
         env = {**self.envs[slot], RUNNER_FD: str(self.lifeline)}
         proc = None
-        argv = prefork.script_command(stage.cmd, {**os.environ, **env}) if self.preload else None
+        argv = prefork.script_command(cmd, {**os.environ, **env}) if self.preload else None
         if argv is not None and not (self.preloaded is not None and self.preloaded.ended):
             if self.preloaded is None:
                 self.preloaded = prefork.Preloaded(Path(self.repo.root_dir) / "stages", pass_fds=(self.lifeline,))
@@ -204,43 +246,56 @@ class _Run:
             except prefork.Ended as exc:
                 self.log(f"warning: {exc}; the stages start new interpreters from now on")
         if proc is None:
-            proc = _Spawned(subprocess.Popen(stage.cmd, shell=True, cwd=stage.wdir, start_new_session=True,
+            proc = _Spawned(subprocess.Popen(cmd, shell=True, cwd=stage.wdir, start_new_session=True,
                                              pass_fds=(self.lifeline,), env={**os.environ, **env}))
-        self.running[stage] = (proc, slot, time.monotonic())
+        start = time.monotonic()
+        for member in members:
+            self.running[member] = (proc, slot, start)
 
     def _reap(self) -> None:
-        """Record the stages whose command has exited."""
-        for stage, (proc, slot, start) in list(self.running.items()):
+        """Record the stages whose command has exited (a batch's process: each of its stages; its wall
+        shared out evenly, its peak memory each's)."""
+        procs: dict[int, list] = {}
+        for stage, (proc, _, _) in self.running.items():
+            procs.setdefault(id(proc), []).append(stage)
+        for members in procs.values():
+            proc, slot, start = self.running[members[0]]
             exited = proc.poll()
             if exited is None:
                 continue
-            returncode, self.out.max_rss_mib[stage.addressing] = exited
-            del self.running[stage]
             self.free = sorted(self.free + [slot])
-            name = stage.addressing
-            self.out.wall_s[name] = time.monotonic() - start
-            if returncode != 0 and self.out.signal:
-                self.log(f"stopped {name}")  # its rerun resumes from its checkpoint: nothing to put back
-                self.out.stopped.append(name)
-                self.done.add(stage)
-                continue
-            if returncode != 0:
-                self.log(f"error: stage {name} failed (exit status {returncode}); "
-                         "finishing the running stages, starting no new ones")
-                self._put_back(stage)
-                self.out.failed.append(name)
-                self.stop = True
-                continue
-            try:
-                dvc_adapter.save_run(stage)
-            except dvc_adapter.RecordError as exc:
-                self.log(f"error: {exc}; finishing the running stages, starting no new ones")
-                self.out.failed.append(name)
-                self.stop = True
-                continue
-            self.unflushed.append(stage)
-            self._finish(stage, "ran")
-            self.log(f"[worker {slot}] finished {name} in {self.out.wall_s[name]:.1f} s")
+            wall = time.monotonic() - start
+            for stage in members:
+                del self.running[stage]
+                self._record(stage, exited, wall / len(members), slot)
+
+    def _record(self, stage, exited: tuple[int, float], wall: float, slot: int) -> None:
+        """One exited stage: saved and queued for ``dvc.lock``, or its failure handled."""
+        returncode, self.out.max_rss_mib[stage.addressing] = exited
+        name = stage.addressing
+        self.out.wall_s[name] = wall
+        if returncode != 0 and self.out.signal:
+            self.log(f"stopped {name}")  # its rerun resumes from its checkpoint: nothing to put back
+            self.out.stopped.append(name)
+            self.done.add(stage)
+            return
+        if returncode != 0:
+            self.log(f"error: stage {name} failed (exit status {returncode}); "
+                     "finishing the running stages, starting no new ones")
+            self._put_back(stage)
+            self.out.failed.append(name)
+            self.stop = True
+            return
+        try:
+            dvc_adapter.save_run(stage)
+        except dvc_adapter.RecordError as exc:
+            self.log(f"error: {exc}; finishing the running stages, starting no new ones")
+            self.out.failed.append(name)
+            self.stop = True
+            return
+        self.unflushed.append(stage)
+        self._finish(stage, "ran")
+        self.log(f"[worker {slot}] finished {name} in {self.out.wall_s[name]:.1f} s")
 
     def _put_back(self, stage) -> None:
         """A failed stage's recorded outputs back from the cache (:func:`dvc_adapter.put_back_recorded`)."""
@@ -279,7 +334,8 @@ class _Run:
             for stage in ready:
                 if self.stop or not self.free:
                     break
-                self._start(stage)
+                if stage not in self.running and stage not in self.done:  # not started with a batch just now
+                    self._start(stage, ready)
             if not self.running:
                 if self.stop or not (self.todo - self.done):
                     return self.out

@@ -61,12 +61,14 @@ from priorlab.config.training import (  # noqa: F401  (re-exported: the one plac
     EvaluateParams,
     FigureParams,
     OptimParams,
+    ReplicatesParams,
     RunParams,
     SetupParams,
 )
 from priorlab.config.studies import (  # noqa: F401  (re-exported: the one place params are typed)
     BenchmarkParams,
     BenchmarkPriorParams,
+    BenchmarkSyntheticParams,
     IsaStudyParams,
     MsscAblationParams,
     MsscStudyParams,
@@ -105,6 +107,7 @@ class Params:
     mssc_study: MsscStudyParams = field(default_factory=MsscStudyParams)
     sparse_vae_study: SparseVaeStudyParams = field(default_factory=SparseVaeStudyParams)
     benchmark: BenchmarkParams = field(default_factory=BenchmarkParams)
+    replicates: ReplicatesParams = field(default_factory=ReplicatesParams)
 
     def check(self) -> None:
         if self.threads < 0:
@@ -140,6 +143,7 @@ class Params:
         self.mssc_study.check("mssc_study", self)
         self.sparse_vae_study.check("sparse_vae_study", self)
         self.benchmark.check("benchmark", self)
+        self.replicates.check("replicates", self.models)
 
     # convenience lookups used by stages
     def _check_batches(self) -> None:

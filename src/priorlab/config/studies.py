@@ -380,6 +380,27 @@ class BenchmarkPriorParams:
 
 
 @dataclass(frozen=True)
+class BenchmarkSyntheticParams:
+    """The cross-prior benchmark's table on paper 003's synthetic data (true factors and a true support):
+    every ``benchmark.priors`` entry on the first ``datasets_per_rho`` data sets of each ρ of ``rhos``,
+    drawn and trained as ``sparse_vae_study`` draws and trains its own (its ``n``, ``noise_std``,
+    ``latent_dim``, ``hidden``, ``train``; data set ``i`` from seed ``i``), so a prior that study already
+    fits is read from its ``sparse_vae_fit`` cell.  ``rhos: []`` = off."""
+
+    rhos: list[float] = field(default_factory=list)
+    datasets_per_rho: int = 10
+
+    def check(self, key: str) -> None:
+        if len(set(self.rhos)) != len(self.rhos):
+            raise ParamsError(f"{key}.rhos names a correlation twice")
+        for i, rho in enumerate(self.rhos):
+            if not -1.0 < float(rho) < 1.0:
+                raise ParamsError(f"{key}.rhos[{i}] must be in (-1, 1), got {rho}")
+        if self.rhos and self.datasets_per_rho < 2:
+            raise ParamsError(f"{key}.datasets_per_rho: {self.datasets_per_rho}; at least 2 (an interval needs them)")
+
+
+@dataclass(frozen=True)
 class BenchmarkParams:
     """The cross-prior benchmark (issue 45; a ``benchmark_fit`` stage per ``priors`` entry, aggregated by
     the ``benchmark`` stage): every prior on every setup of ``setups`` (its data set, nets and latent
@@ -387,7 +408,9 @@ class BenchmarkParams:
     with ``evaluate``.  A (prior, setup, seed) that paper 004's study already trains the same way
     (``isa_study``: the same setup, model settings, ``train`` and seed) is read from its ``isa_fit`` cell,
     not retrained.  ``priors: {}`` = off.  ``sparsity_threshold``: a code coordinate with
-    ``|E_q[z_d | x]|`` at most this counts as zero in the per-observation sparsity."""
+    ``|E_q[z_d | x]|`` at most this counts as zero in the per-observation sparsity.  ``synthetic``: the
+    table on paper 003's synthetic data (:class:`BenchmarkSyntheticParams`; a ``benchmark_synthetic``
+    stage per prior)."""
 
     setups: list[str] = field(default_factory=list)
     priors: dict[str, BenchmarkPriorParams] = field(default_factory=dict)
@@ -395,10 +418,12 @@ class BenchmarkParams:
     train: OptimParams = field(default_factory=lambda: OptimParams(steps=1000, batch_size=64, lr=1e-3))
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     sparsity_threshold: float = 0.1
+    synthetic: BenchmarkSyntheticParams = field(default_factory=BenchmarkSyntheticParams)
 
     def check(self, key: str, params: "Params") -> None:
         if not self.priors:
             return
+        self.synthetic.check(f"{key}.synthetic")
         if not self.setups:
             raise ParamsError(f"{key}.setups must name at least one setups entry when {key}.priors is set")
         for i, s in enumerate(self.setups):

@@ -214,6 +214,26 @@ class EvaluateParams:
 
 
 @dataclass(frozen=True)
+class ReplicatesParams:
+    """How the seeds of one arm train (issue 47): ``separate``, a process per ``train@`` stage (what
+    plain ``dvc repro`` does); ``vectorised``, the runner (``python -m stagerun.repro``) trains the
+    ready seeds of an arm — runs of one model whose setups differ at most in their seed — in one process,
+    one vectorised model (:func:`priorlab.pipeline.run_train_arm`), each written where its stage writes
+    it and recorded as its stage; ``auto``, vectorised where ``device`` resolves to CUDA, else separate.
+    ``separate``: models entries whose arms always train a seed per process.  A schedule, not a result:
+    a member equals its separate run up to float rounding (``tests/test_replicates.py``), so the stages
+    do not track it."""
+
+    mode: Literal["separate", "vectorised", "auto"] = "separate"
+    separate: list[str] = field(default_factory=list)
+
+    def check(self, key: str, models: typing.Iterable[str]) -> None:
+        _one_of(f"{key}.mode", self.mode, ("separate", "vectorised", "auto"))
+        for i, name in enumerate(self.separate):
+            _one_of(f"{key}.separate[{i}]", name, tuple(models))
+
+
+@dataclass(frozen=True)
 class FigureParams:
     n_reconstructions: int = 8
     traversal_steps: int = 9

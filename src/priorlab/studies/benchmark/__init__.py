@@ -8,9 +8,11 @@ table per ``benchmark.setups`` entry (a data set with its nets and latent size),
 ``benchmark.seeds`` (each from scratch: the seeds are independent units).  A prior enters by one line.
 
 Modules: :mod:`.fit` (a ``benchmark_fit`` cell per prior: trains — or reads paper 004's identical
-``isa_fit`` models — and scores), :mod:`.scores` (the scores the evaluate stage does not give: pure),
-:mod:`.aggregate` (cells -> frame -> estimates), :mod:`.report` (tables, figures, the generated summary
-paragraph, ``metrics/benchmark``; the stage).
+``isa_fit`` models — and scores), :mod:`.synthetic` (a ``benchmark_synthetic`` cell per prior on paper
+003's synthetic data, reading that study's identical fits), :mod:`.plan` (the ``benchmark_plan`` stage:
+each cell's input), :mod:`.scores` (the scores the evaluate stage does not give: pure), :mod:`.aggregate`
+(cells -> frame -> estimates), :mod:`.report` (tables, figures, the generated summary paragraph, the
+sparse coding table read from paper 000's cells, ``metrics/benchmark``; the stage).
 """
 
 from __future__ import annotations

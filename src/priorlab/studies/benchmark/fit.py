@@ -154,16 +154,6 @@ def plan_record(params: Params, setup: str, prior: str) -> dict[str, Any]:
         "seeds": list(bench.seeds), "reuse": reuse, "profile": params.profile})
 
 
-def run_benchmark_plan(params: Params) -> dict[str, Any]:
-    """``benchmark_plan``: one file per cell (:func:`plan_record`), the only input its stage tracks."""
-    from priorlab.io import write_json_folder
-
-    records = {cell_name(setup, prior): plan_record(params, setup, prior)
-               for setup in params.benchmark.setups for prior in params.benchmark.priors}
-    write_json_folder(plan_dir(), records)
-    return records
-
-
 def cell_rows(params: Params, setup: str, prior: str, out: Path, device: torch.device) -> list[dict[str, Any]]:
     """The rows of one prior on one setup, a row per seed (trained models saved under ``out``), or one
     ``not_run`` row when its model cannot be built there."""

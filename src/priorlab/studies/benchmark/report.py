@@ -17,6 +17,7 @@ from priorlab import paths
 from priorlab.config import Params
 from priorlab.io import save_figure, write_json, write_json_folder
 from priorlab.studies.benchmark import NAME, TITLE
+from priorlab.studies.benchmark import synthetic
 from priorlab.studies.benchmark.aggregate import SCORES, estimates, frame, not_run, present, read_rows
 from priorlab.studies.claims import md_table
 from priorlab.studies.intervals import Estimate
@@ -39,20 +40,54 @@ def cell_text(est: Estimate | None) -> str:
     return est.text(digits(est.value))
 
 
-def setup_table(params: Params, f: pd.DataFrame, est: dict, skipped: dict, setup: str) -> list[str]:
-    """A setup's table: a row per prior (its n and every score's mean [95 % interval]), a not-run prior
-    with its reason."""
+SPEED = paths.REPORTS / "benchmark_speed"
+"""Measured training cost per prior (``make benchmark-speed``: ``benchmarks/benchmark_speed.py``), a file
+per profile; committed measurements of one machine, shown beside the tables, never recomputed by DVC."""
+
+
+def read_speed(params: Params, folder: Path = SPEED) -> dict[str, Any] | None:
+    """The profile's measured training cost (:data:`SPEED`), or None where it was not measured."""
+    from priorlab.io import read_json
+
+    path = Path(folder) / f"{params.profile}.json"
+    return read_json(path) if path.is_file() else None
+
+
+def speed_text(speed: dict[str, Any] | None, table: str, prior: str) -> str:
+    """``12.3 (1.05×)``: seconds per 1,000 training steps and the ratio to the VAE row; — unmeasured."""
+    row = (speed or {}).get("tables", {}).get(table, {}).get("priors", {}).get(prior)
+    if row is None:
+        return "—"
+    ratio = f" ({row['ratio_to_vae']:.2f}×)" if "ratio_to_vae" in row else ""
+    return f"{row['s_per_1000_steps']:.1f}{ratio}"
+
+
+def speed_note(speed: dict[str, Any] | None) -> str:
+    if speed is None:
+        return ("Training cost: not measured for this profile (`make benchmark-speed` writes "
+                "`reports/benchmark_speed/<profile>.json`).")
+    return (f"Training cost (s / 1k steps): seconds per 1,000 training steps at the table's batch, and in brackets "
+            f"the ratio to the VAE row, measured by `make benchmark-speed` on {speed['machine']} at {speed['threads']} "
+            f"thread(s), the priors interleaved over {speed['rounds']} rounds of {speed['steps_per_round']} steps "
+            "(the ratios are what carries to another machine; the evaluation is not included).")
+
+
+def setup_table(params: Params, f: pd.DataFrame, est: dict, skipped: dict, setup: str,
+                speed: dict[str, Any] | None = None) -> list[str]:
+    """A setup's table: a row per prior (its n, every score's mean [95 % interval] and its measured
+    training cost), a not-run prior with its reason."""
     g = f[f.setup == setup]
     scores = present(g)
-    header = ["prior", "n", *[s.title + (" ↑" if s.better else "") for s in scores]]
+    header = ["prior", "n", *[s.title + (" ↑" if s.better else "") for s in scores], "s / 1k steps"]
     rows = []
     for prior in params.benchmark.priors:
         label = params.benchmark.label(prior)
         if (setup, prior) in skipped:
-            rows.append([label, 0, f"not run: {skipped[(setup, prior)]}", *[""] * (len(scores) - 1)])
+            rows.append([label, 0, f"not run: {skipped[(setup, prior)]}", *[""] * len(scores)])
             continue
         n = int((g.prior == prior).sum())
-        rows.append([label, n, *[cell_text(est.get((setup, prior, s.name))) for s in scores]])
+        rows.append([label, n, *[cell_text(est.get((setup, prior, s.name))) for s in scores],
+                     speed_text(speed, setup, prior)])
     return md_table(header, rows)
 
 
@@ -154,10 +189,110 @@ def plot_trade_off(params: Params, f: pd.DataFrame, path: Path) -> Path | None:
     return path
 
 
-def write_readme(params: Params, f: pd.DataFrame, rows: list[dict[str, Any]], devices: list[str], out: Path) -> Path:
+def synthetic_section(params: Params, rows: list[dict[str, Any]], speed: dict[str, Any] | None = None) -> list[str]:
+    """Paper 003's synthetic data: a table per ρ (a row per prior: its data sets, and each score's mean
+    [95 % t interval], the collapse rate with its exact interval), and per ρ a generated sentence on the
+    best held-out MSE, DCI and support F1 and which priors overlap the best."""
+    bench, study = params.benchmark, params.sparse_vae_study
+    t = study.train
+    est = synthetic.estimates(rows)
+    skipped = {r["prior"]: r["reason"] for r in rows if r["origin"] == "not_run"}
+    read = sorted({r["origin"] for r in rows if r["origin"] not in ("trained", "not_run")})
+    lines = ["## Paper 003's synthetic data (true factors and support)", "",
+             f"Each data set: {study.n} points of 7 features from 2 correlated factors (correlation ρ) through a "
+             f"sparse loading, noise std {study.noise_std:g}, a 50/50 split; data set i drawn from seed i, "
+             f"{bench.synthetic.datasets_per_rho} per ρ (independent units). Every prior from scratch with "
+             f"{study.latent_dim} latents, an MLP of {study.hidden}, a Gaussian likelihood whose variances the "
+             f"model fits, {t.steps} steps of batch {t.batch_size} at learning rate {t.lr:g}: paper 003's study's "
+             "settings, so a prior it already fits at equal settings is read from its cell"
+             + (f" ({', '.join(f'`{o}`' for o in read)})" if read else "") + ". Scores as paper 003's study "
+             "scores its models: held-out MSE, DCI D against the true factors, active columns, support F1 of "
+             "the decoder masks (models with a support only), collapsed (MSE above 3 or fewer than 2 active "
+             "columns). Cells: mean [95 % t interval] over the data sets; collapsed: share [exact interval]. "
+             "Means include the collapsed fits (paper 003's claims use medians).", ""]
+    for rho in bench.synthetic.rhos:
+        rho = float(rho)
+        header = ["prior", "n", *[title for _, title, _ in synthetic.TABLE], "s / 1k steps"]
+        table = []
+        for prior in bench.priors:
+            if prior in skipped:
+                table.append([bench.label(prior), 0, f"not run: {skipped[prior]}", *[""] * len(synthetic.TABLE)])
+                continue
+            cells = [est.get((rho, prior, score)) for score, _, _ in synthetic.TABLE]
+            n = next((e.n for e in cells if e is not None), 0)
+            table.append([bench.label(prior), n, *[cell_text(e) for e in cells], speed_text(speed, "synthetic", prior)])
+        lines += [f"### ρ = {rho:g}", "", *md_table(header, table), ""]
+        for score, title, better in synthetic.TABLE:
+            have = {p: e for (r, p, name), e in est.items() if r == rho and name == score}
+            if better == 0 or score == "collapsed" or len(have) < 2:
+                continue
+            best = max(have, key=lambda p: better * have[p].value)
+            b = have[best]
+            ties = [p for p, e in have.items() if p != best and e.high >= b.low and b.high >= e.low]
+            tail = (f"{', '.join(bench.label(p) for p in ties)} {'is' if len(ties) == 1 else 'are'} not separated "
+                    "from it" if ties else "every other prior is separated from it")
+            lines.append(f"- {title.rstrip(' ↑↓')}: **{bench.label(best)}** is best, {cell_text(b)}; {tail}.")
+        rates = {p: e for (r, p, name), e in est.items() if r == rho and name == "collapsed"}
+        if rates:
+            lines.append("- Collapsed fits: " + ", ".join(f"{bench.label(p)} {round(e.value * e.n)}/{e.n}"
+                                                          for p, e in rates.items()) + ".")
+        lines.append("")
+    return lines
+
+
+def sparse_coding_section(params: Params) -> list[str]:
+    """The sparse coding models (fitted by EM, not by the shared trainer) in a table of their own, read
+    from paper 000's ``mssc_fit`` / ``mssc_patches`` cells (no refitting): per bars condition, a row per
+    model — runs that recover every bar with the exact interval, the mean bars recovered with its t
+    interval over the runs (each its own data draw and start: independent), the fitted σ² and π
+    (medians) — and the patch dictionaries' shape statistics (one run per model: no interval)."""
+    from priorlab.studies.intervals import clopper_pearson, mean_t
+    from priorlab.studies.mssc_experiments.aggregate import read_cells
+
+    study = params.mssc_study
+    rows, patches = read_cells(params)
+    lines = ["## Sparse coding: max-rule and linear (paper 000's data)", "",
+             "Fitted by sample-based EM, not by the shared trainer, so in a table of their own, read from paper "
+             f"000's cells (`mssc_fit@<model>-<bars>`, `mssc_patches@<model>`): {study.iterations} EM iterations, "
+             f"a run per seed of `mssc_study.seeds` (each its own data and start). A bar counts as recovered when a "
+             f"column's correlation with it is at least {study.threshold:g}. Cells: share [exact interval], mean "
+             "[95 % t interval]; σ² and π are medians over the runs. The log joints of the two models are of "
+             "different models and are not compared.", ""]
+    for bars in study.bars:
+        table = []
+        for model in study.models:
+            mine = [r for r in rows if r["model"] == model and r["bars"] == bars]
+            if not mine:
+                continue
+            rec = clopper_pearson(sum(bool(r["recovered"]) for r in mine), len(mine))
+            found = mean_t([float(r["n_recovered"]) for r in mine])
+            table.append([model, mine[0]["kind"], len(mine), cell_text(rec), found.text(2),
+                          f"{np.median([r['sigma2'] for r in mine]):.4f}", f"{np.median([r['pi'] for r in mine]):.3f}"])
+        variant = next((r["variant"] for r in rows if r["bars"] == bars), "")
+        lines += [f"### {bars} ({variant}; its settings: `datasets.{bars}`)", "",
+                  *md_table(["model", "kind", "runs", "every bar recovered ↑", "bars recovered ↑", "σ²", "π"], table), ""]
+    if patches:
+        lines += [f"### {study.patches} (one run per model)", "",
+                  *md_table(["model", "σ²", "π", "energy in top 25 % pixels", "anisotropy"],
+                            [[p["model"], f"{p['sigma2']:.4f}", f"{p['pi']:.3f}", f"{p['energy_top25']:.3f}",
+                              f"{p['anisotropy']:.3f}"] for p in patches]), ""]
+    return lines
+
+
+def synthetic_metrics(params: Params, rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """``metrics/benchmark/synthetic_rho<ρ>/<prior>.json``: the mean of each synthetic score over the data sets."""
+    out: dict[str, dict[str, float]] = {}
+    for (rho, prior, name), e in synthetic.estimates(rows).items():
+        out.setdefault(f"synthetic_rho{rho:g}/{prior}", {})[name] = round(e.value, 6)
+    return out
+
+
+def write_readme(params: Params, f: pd.DataFrame, rows: list[dict[str, Any]], devices: list[str], out: Path,
+                 synthetic_rows: list[dict[str, Any]] | None = None) -> Path:
     bench = params.benchmark
     est = estimates(f)
     skipped = not_run(rows)
+    speed = read_speed(params)
     t = bench.train
     lines = [f"# {TITLE}", "",
              f"Profile `{params.profile}`, device {', '.join(devices) or 'none'}. Every prior trained from scratch on "
@@ -167,6 +302,7 @@ def write_readme(params: Params, f: pd.DataFrame, rows: list[dict[str, Any]], de
              f"the disentanglement metrics on {bench.evaluate.metric_num_train} / {bench.evaluate.metric_num_test} "
              "sampled points. Cells: mean [95 % t interval] over the seeds; ↑ = higher is better. Generated by the "
              "`benchmark` stage from `params.yaml`'s `benchmark` section (`benchmark_fit@<prior>` cells).", "",
+             speed_note(speed), "",
              "## The priors", ""]
     origin = f.groupby("prior")["origin"].agg(lambda o: sum(v != "trained" for v in o)) if len(f) else {}
     prior_rows = []
@@ -174,9 +310,13 @@ def write_readme(params: Params, f: pd.DataFrame, rows: list[dict[str, Any]], de
         spec_rows = [r for r in rows if r["prior"] == prior]
         kind = spec_rows[0]["kind"] if spec_rows else ""
         reused = int(origin.get(prior, 0)) if len(f) else 0
+        read_syn = sum(r["prior"] == prior and r["origin"].startswith("sparse_vae_fit@") for r in synthetic_rows or [])
+        where = [f"{reused} read from paper 004's `isa_fit` cells" if reused else "",
+                 f"{read_syn} synthetic read from paper 003's `sparse_vae_fit` cells" if read_syn else ""]
         prior_rows.append([bench.label(prior), f"`{entry.model}`", kind,
                            "" if entry.strength is None else f"{entry.strength:g}",
-                           f"{reused} read from paper 004's `isa_fit` cells" if reused else "all trained here"])
+                           "; ".join(w for w in where if w) + "; the others trained here" if any(where)
+                           else "all trained here"])
     lines += md_table(["row", "models entry", "kind", "strength (β, TC weight or γ)", "models"], prior_rows)
     lines += ["", "Every entry is used as `params.yaml` defines it, trained from scratch (`warm_start: scratch`): the "
               "factorial mixture prior's GMM initialisation then fits the codes of an untrained encoder (paper 001 "
@@ -189,11 +329,15 @@ def write_readme(params: Params, f: pd.DataFrame, rows: list[dict[str, Any]], de
         lines += [f"## {setup}", "",
                   f"Data set `{s['dataset']}`, {s['latent_dim']} latents, {s['encoder']} encoder / {s['decoder']} "
                   f"decoder (hidden {s['hidden']}), {s['likelihood']} likelihood.", ""]
-        lines += setup_table(params, f, est, skipped, setup)
+        lines += setup_table(params, f, est, skipped, setup, speed)
         if (f.setup == setup).any():
             lines += ["", f"![dots](dots_{setup}.png)", "", "What this shows (generated from the numbers above):", ""]
             lines += summary_sentences(params, est, setup) or ["- fewer than two priors ran here."]
         lines.append("")
+    if synthetic_rows:
+        lines += synthetic_section(params, synthetic_rows, speed)
+    if params.mssc_study.models:
+        lines += sparse_coding_section(params)
     if (out / "trade_off.png").is_file():
         lines += ["## The trade-off", "", "Test ELBO against disentanglement (or the probe or contrast where the data "
                   "set has no factors), seeds as dots:", "", "![trade-off](trade_off.png)", ""]
@@ -228,6 +372,7 @@ def run_benchmark(params: Params, out: Path = OUT) -> dict[str, Any]:
     for old in out.glob("*.png"):
         old.unlink()  # a setup or plot of an earlier grid must not survive
     rows, devices = read_rows(params) if params.benchmark.priors else ([], [])
+    syn = synthetic.read_rows(params) if params.benchmark.priors and params.benchmark.synthetic.rhos else []
     f = frame(rows)
     f.to_csv(out / "results.csv", index=False)
     for setup in params.benchmark.setups:
@@ -235,10 +380,13 @@ def run_benchmark(params: Params, out: Path = OUT) -> dict[str, Any]:
             plot_dots(params, f, setup, out / f"dots_{setup}.png")
     if len(f):
         plot_trade_off(params, f, out / "trade_off.png")
-    write_readme(params, f, rows, devices, out)
-    write_json_folder(paths.METRICS / NAME, metrics_files(params, f))
+    write_readme(params, f, rows, devices, out, syn)
+    write_json_folder(paths.METRICS / NAME, {**metrics_files(params, f), **synthetic_metrics(params, syn)})
     summary = {"title": TITLE, "profile": params.profile, "devices": devices, "rows": len(f),
-               "not_run": [{"setup": s, "prior": p, "reason": r} for (s, p), r in not_run(rows).items()]}
+               "synthetic_rows": sum(r["origin"] != "not_run" for r in syn),
+               "not_run": [{"setup": s, "prior": p, "reason": r} for (s, p), r in not_run(rows).items()]
+               + [{"setup": "synthetic", "prior": r["prior"], "reason": r["reason"]} for r in syn
+                  if r["origin"] == "not_run"]}
     write_json(out / "summary.json", summary)
     return summary
 

@@ -1,0 +1,129 @@
+"""``make benchmark-speed``: the training cost of every prior of the cross-prior benchmark on each of its
+setups' nets and batch — seconds per 1,000 Adam steps (the protocol's whole step: a discriminator's
+update, SVI or SSL updates included) and the ratio to the VAE row, measured in one process with the
+priors interleaved round by round (so machine noise mostly cancels in the ratios; the spread of the
+ratio over rounds is kept).  Writes ``reports/benchmark_speed/<profile>.json``, which the ``benchmark``
+stage shows beside its tables.  Timings are of this machine and thread count, not outputs of the
+pipeline: they are measured here, committed, and never recomputed by ``dvc repro``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from priorlab.config import ParamsError, load_params
+from priorlab.config.models import loss_scaling_of
+from priorlab.io import write_json
+from priorlab.models import build_model
+
+from benchmarks.bench import step_times
+
+def obs_shape(params, setup: str) -> tuple[int, ...]:
+    """The observation shape of a setup's data set (from its manifest: the data stage must have run)."""
+    from priorlab.phases import load_setup_data
+
+    return tuple(load_setup_data(params, setup).obs_shape)
+
+
+def nets(params) -> dict[str, tuple[object, tuple[int, ...], dict[str, object]]]:
+    """``table -> (nets per prior, observation shape, {prior: spec})``: the image setups, and paper 003's
+    synthetic data (``synthetic``) where ``benchmark.synthetic`` is on; only priors whose model builds."""
+    from priorlab.studies.benchmark.fit import prior_spec
+    from priorlab.studies.sparse_vae_experiments.fit import setup_for
+
+    bench = params.benchmark
+    tables = {}
+    for setup in bench.setups:
+        shape = obs_shape(params, setup)
+        tables[setup] = ({p: params.setup(setup) for p in bench.priors}, shape, {})
+    if bench.synthetic.rhos:
+        study = params.sparse_vae_study
+        tables["synthetic"] = ({p: setup_for(study, "gaussian", loss_scaling_of(prior_spec(params, p)))
+                                for p in bench.priors}, (7,), {})
+    for name, (per_prior, shape, specs) in tables.items():
+        for prior in bench.priors:
+            spec = prior_spec(params, prior)
+            try:
+                build_model(per_prior[prior], spec, shape)
+            except (ValueError, ParamsError):
+                continue
+            specs[prior] = spec
+    return tables
+
+
+def synthetic_data(params):
+    """Data set 0 at the first ρ of ``benchmark.synthetic`` (a likelihood with per-feature variances binds to it)."""
+    from priorlab.data.sparse_synthetic import make_sparse_synthetic
+    from priorlab.data.store import in_memory
+
+    study = params.sparse_vae_study
+    d = make_sparse_synthetic(study.n, float(params.benchmark.synthetic.rhos[0]), study.noise_std, random_state=0)
+    return in_memory("speed", {"x_train": d["x_train"], "x_test": d["x_test"]})
+
+
+def measure(params, rounds: int, steps: int) -> dict:
+    """Per table and prior: median seconds per step, seconds per 1,000 steps, the ratio to ``vae`` (median
+    over rounds of the per-round ratio) and its range over the rounds.  The priors of one net are
+    interleaved; on the synthetic data the nets differ by loss scaling (paper 003's σ), each timed apart."""
+    out = {}
+    for table, (per_prior, shape, specs) in nets(params).items():
+        batch = params.sparse_vae_study.train.batch_size if table == "synthetic" else params.benchmark.train.batch_size
+        groups: dict[str, dict[str, object]] = {}
+        for prior, spec in specs.items():
+            groups.setdefault(repr(per_prior[prior]), {})[prior] = spec
+        data = synthetic_data(params) if table == "synthetic" else None
+        times: dict[str, list[float]] = {}
+        for group in groups.values():
+            times.update(step_times(per_prior[next(iter(group))], group, batch=batch, rounds=rounds, steps=steps,
+                                    obs_shape=shape, data=data))
+        base = np.array(times["vae"]) if "vae" in times else None
+        out[table] = {"batch_size": batch, "priors": {}}
+        for prior, ts in times.items():
+            med = float(np.median(ts))
+            row = {"s_per_step": med, "s_per_1000_steps": 1000 * med}
+            if base is not None:
+                ratios = np.array(ts) / base
+                row.update(ratio_to_vae=float(np.median(ratios)), ratio_range=[float(ratios.min()), float(ratios.max())])
+            out[table]["priors"][prior] = row
+            print(f"{table:12s} {prior:16s} {1000 * med:8.1f} s/1000 steps" +
+                  (f"  {row['ratio_to_vae']:.2f}x the VAE" if base is not None else ""), flush=True)
+    return out
+
+
+def machine() -> str:
+    """The CPU's model name (Linux) or the architecture."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({platform.machine()})"
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default=None, help="default: reports/benchmark_speed/<profile>.json")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=20)
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    torch.set_num_threads(params.threads)
+    t0 = time.perf_counter()
+    result = {"profile": params.profile, "threads": params.threads,
+              "rounds": args.rounds, "steps_per_round": args.steps, "torch": torch.__version__,
+              "machine": machine(), "tables": measure(params, args.rounds, args.steps)}
+    result["measure_s"] = round(time.perf_counter() - t0, 1)
+    write_json(args.out or f"reports/benchmark_speed/{params.profile}.json", result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
