@@ -90,3 +90,25 @@ def test_kl_term_falls_back_to_monte_carlo():
     torch.manual_seed(0)
     mc = kl_term(q, p, q.sample())
     assert mc.mean().item() == pytest.approx(kl_divergence(Normal(0.0, 1.0), Normal(1.0, 2.0)).item(), abs=0.02)
+
+
+def test_a_draw_the_proposal_cannot_make_gets_weight_zero_not_nan():
+    """Float rounding can give an exact spike-and-slab draw of exactly 0 where q's gamma rounds to 1 (seen
+    in a VSC evaluation: one of 50,000 draws): q and a prior with gamma 1 both score it -inf.  Its weight
+    is 0; the estimate is the mean of the other weights (over all k draws), not NaN."""
+    from types import SimpleNamespace
+
+    from torch.distributions import Independent
+
+    from priorlab.priors.spike_slab import SpikeSlabNormal
+
+    ones = torch.ones(1, 2)
+    q = Independent(SpikeSlabNormal(ones, torch.zeros(1, 2), ones), 1)
+    draws = torch.tensor([[[0.0, 0.5]], [[0.3, -0.2]]])  # draw 0: an "impossible" zero in coordinate 0
+    q.sample = lambda shape: draws[: shape[0]]
+    model = SimpleNamespace(posterior=lambda x: q, prior_distribution=lambda x: q,
+                            likelihood=SimpleNamespace(log_prob=lambda x, mean: torch.full((mean.shape[0],), -1.0)),
+                            decode=lambda z: z)
+    est = iw_log_likelihood(model, torch.zeros(1, 2), k=2, chunk=2)
+    assert torch.isfinite(est).all()
+    assert est.item() == pytest.approx(-1.0 - math.log(2.0))  # weights (0, e^-1): log of their mean

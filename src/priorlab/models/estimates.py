@@ -25,7 +25,10 @@ def iw_log_likelihood(model, x: torch.Tensor, k: int, chunk: int = 50) -> torch.
     """Importance-weighted estimate L_k of log p(x) per observation (shape ``[batch]``).
 
     Uses the model's posterior as proposal and ``p.log_prob`` of its prior;
-    the ``k`` samples are drawn in chunks to bound memory.
+    the ``k`` samples are drawn in chunks to bound memory.  A draw the proposal scores ``-inf`` is one
+    it cannot make, produced by float rounding (a spike-and-slab slab draw that lands on exactly 0 is
+    scored by the atom, which q gives no mass when its γ rounds to 1): its weight is 0, not the NaN of
+    ``-inf - -inf`` (every other weight unchanged, bit for bit).
     """
     if k < 1:
         raise ValueError(f"iw samples k must be >= 1, got {k}")
@@ -38,7 +41,8 @@ def iw_log_likelihood(model, x: torch.Tensor, k: int, chunk: int = 50) -> torch.
         flat = z.reshape(-1, z.shape[-1])
         x_rep = x.unsqueeze(0).expand(n, *x.shape).reshape(-1, *x.shape[1:])
         log_px_z = model.likelihood.log_prob(x_rep, model.decode(flat)).view(n, -1)
-        log_w.append(log_px_z + p.log_prob(z) - q.log_prob(z))
+        log_q = q.log_prob(z)
+        log_w.append(torch.where(torch.isneginf(log_q), -math.inf, log_px_z + p.log_prob(z) - log_q))
     return log_mean_exp(torch.cat(log_w, 0), dim=0)
 
 
