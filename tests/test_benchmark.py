@@ -147,6 +147,13 @@ def test_tables_have_a_row_per_prior_and_the_data_sets_scores(project):
                    for row in body)
         assert "held-out MSE" in section and re.search(r"\*\*.+\*\* is best", section)
     assert (project / "metrics" / "benchmark" / f"synthetic_rho{params['synthetic']['rhos'][0]:g}").is_dir()
+    # no cell chose anything on data: every row's strength is its params entry's, none carries a selection
+    for path in [*(project / "models" / "benchmark").glob("*/*/rows.json"),
+                 *(project / "models" / "benchmark_synthetic").glob("*/rows.json")]:
+        for row in json.loads(path.read_text())["rows"]:
+            assert "selection" not in row and "validation_mse" not in row, path
+            if "strength" in row:
+                assert row["strength"] == params["priors"][row["prior"]].get("strength"), path
 
 
 @pytest.mark.slow
