@@ -574,3 +574,19 @@ def test_a_batch_whose_plan_fails_runs_its_stages_alone(project, capsys):
     assert _run("-j", "1") == 0
     assert sorted((project / "calls.log").read_text().splitlines()) == ["alone x", "alone y", "alone z"]
     assert "gave no batches (no plan here)" in capsys.readouterr().out
+
+
+def test_no_run_cache_runs_a_changed_stage_that_the_run_cache_would_restore(project, capsys):
+    """A stage whose outputs are gone is restored from DVC's run-cache, as `dvc repro` does; with
+    ``--no-run-cache`` (as `dvc repro --no-run-cache`) its command runs."""
+    assert _run("-j", "2") == 0
+    (project / "b.start").unlink()
+    (project / "b.txt").unlink()
+    capsys.readouterr()
+    assert _run("-j", "2", "b") == 0
+    assert "restored b from the run-cache" in capsys.readouterr().out and not (project / "b.start").exists()
+    (project / "b.txt").unlink()
+    assert _run("-j", "2", "--no-run-cache", "b") == 0
+    out = capsys.readouterr().out
+    assert "running b:" in out and "restored" not in out.replace("0 restored", "") and (project / "b.start").exists()
+    assert "up to date" in _dvc(project, "status").stdout

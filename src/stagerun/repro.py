@@ -131,8 +131,10 @@ class _Forked:
 class _Run:
     """One scheduling pass over DVC's stage graph (see the module docstring)."""
 
-    def __init__(self, repo, todo: set, envs: list[dict[str, str]], dry: bool, log, preload: bool = False):
+    def __init__(self, repo, todo: set, envs: list[dict[str, str]], dry: bool, log, preload: bool = False,
+                 run_cache: bool = True):
         self.repo, self.todo, self.envs, self.dry, self.log = repo, todo, envs, dry, log
+        self.run_cache = run_cache  # False: a changed stage always runs its command (dvc repro --no-run-cache)
         self.upstream = {s: ups & todo for s, ups in dvc_adapter.upstream(repo, todo).items()}
         self.rank = critical_path_rank(todo, self.upstream, _read_history(repo.root_dir))
         self.done: set = set()
@@ -191,7 +193,7 @@ class _Run:
             self._finish(stage, "ran")
             return False
         # what `dvc repro` tries first: a run with these inputs in the run-cache (else the outputs are gone)
-        if dvc_adapter.restore(self.repo, stage):
+        if self.run_cache and dvc_adapter.restore(self.repo, stage):
             self.unflushed.append(stage)
             self.log(f"restored {name} from the run-cache")
             self._finish(stage, "restored")
@@ -402,7 +404,8 @@ def critical_path_rank(stages, upstream: dict, walls: dict[str, float], default_
 
 
 def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequence[str] | None = None,
-              root: str | Path = ".", dry: bool = False, log=print, preload: bool | None = None) -> Outcome:
+              root: str | Path = ".", dry: bool = False, log=print, preload: bool | None = None,
+              run_cache: bool = True) -> Outcome:
     """Reproduce the pipeline of ``root`` (or ``targets`` and their upstream) on ``jobs`` workers.
     ``preload`` (default: without ``gpus``) forks stage scripts from a process that has imported their
     modules once (:mod:`stagerun.prefork`) instead of starting a new interpreter for each."""
@@ -410,7 +413,7 @@ def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequenc
     envs = worker_envs(jobs, gpus)
     preload = not gpus if preload is None else preload
     with dvc_adapter.open_repo(root) as repo, parse_params_once(), dvc_adapter.hash_code_dirs_once(repo):
-        run = _Run(repo, set(dvc_adapter.select(repo, targets)), envs, dry, log, preload)
+        run = _Run(repo, set(dvc_adapter.select(repo, targets)), envs, dry, log, preload, run_cache)
         run.out.jobs = jobs
         start = time.monotonic()
         try:
@@ -494,6 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-preload", dest="preload", action="store_false", default=None,
                         help="a new interpreter per stage (default without --gpus: stage scripts are forked "
                              "from one process that imported their modules once)")
+    parser.add_argument("--no-run-cache", dest="run_cache", action="store_false",
+                        help="run a changed stage's command even where DVC's run-cache holds its outputs "
+                             "(as `dvc repro --no-run-cache`)")
     parser.add_argument("--record", action="store_true",
                         help="run nothing: record the outputs on disk in dvc.lock (as `dvc commit --force`, one pass)")
     ns = parser.parse_args(argv)
@@ -523,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
             record(ns.targets, log=lambda m: print(m, flush=True))
             return 0
         outcome = reproduce(ns.targets, ns.jobs, gpus, dry=ns.dry, log=lambda m: print(m, flush=True),
-                            preload=ns.preload)
+                            preload=ns.preload, run_cache=ns.run_cache)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
