@@ -124,6 +124,15 @@ def test_keys_dvc_interpolates_must_be_spelled_out(tmp_path, section, key):
         load_params(path)
 
 
+def test_the_replicates_mode_dvc_reads_must_be_spelled_out(tmp_path):
+    r = raw()
+    del r["replicates"]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(r))
+    with pytest.raises(ParamsError, match=r"replicates.mode: missing; dvc.yaml reads it"):
+        load_params(path)
+
+
 def test_check_once_skips_a_file_that_passed_and_rechecks_an_edited_one(tmp_path, monkeypatch):
     import priorlab.config as config
 

@@ -305,16 +305,22 @@ DVC_GRIDS = ("datasets", "setups", "runs", "isa_study.models", "isa_study.seeds"
 dvc.yaml's): DVC reads them from the file, so a default the loader fills in is not enough."""
 
 
+DVC_VALUES = ("replicates.mode",)
+"""Other params ``dvc.yaml`` interpolates (the train stage's ``meta``: how the runner batches it)."""
+
+
 def _check_dvc_keys(raw: dict) -> None:
     """Keys ``dvc.yaml`` interpolates from the raw file must be spelled out there (a default is not
-    seen by DVC): every grid of :data:`DVC_GRIDS` (``{}`` / ``[]`` when empty), the pretrain stage's
-    ``models.${item.pretrain_model}``, every per-run stage's ``${item.group}``."""
-    for key in DVC_GRIDS:
+    seen by DVC): every grid of :data:`DVC_GRIDS` (``{}`` / ``[]`` when empty), every value of
+    :data:`DVC_VALUES`, the pretrain stage's ``models.${item.pretrain_model}``, every per-run stage's
+    ``${item.group}``."""
+    for key in DVC_GRIDS + DVC_VALUES:
         node: Any = raw
         for part in key.split("."):
             if not isinstance(node, dict) or part not in node:
-                raise ParamsError(f"{key}: missing; dvc.yaml expands it into stages, so it must be spelled out "
-                                  "(write {} or [] when empty)")
+                raise ParamsError(f"{key}: missing; dvc.yaml " + ("expands it into stages, so it must be spelled out "
+                                  "(write {} or [] when empty)" if key in DVC_GRIDS else "reads it, so it must be "
+                                  "spelled out"))
             node = node[part]
     for name, setup in raw.get("setups", {}).items():
         if "pretrain_model" not in setup:
