@@ -104,6 +104,14 @@ def not_bounds(est: dict, setup: str) -> list[str]:
             and (s, p, "iw_ll") in est and e.value > est[(s, p, "iw_ll")].value]
 
 
+def best_and_ties(have: dict[str, Estimate], better: int = 1) -> tuple[str, list[str]]:
+    """The prior with the best mean (``better``: +1 highest, -1 lowest) and those whose interval overlaps its
+    interval (not separated from it at these n)."""
+    best = max(have, key=lambda p: better * have[p].value)
+    b = have[best]
+    return best, [p for p, e in have.items() if p != best and e.high >= b.low and b.high >= e.low]
+
+
 def summary_sentences(params: Params, est: dict, setup: str) -> list[str]:
     """Generated from the estimates: per directional score, the prior with the best mean and the priors
     whose interval overlaps its interval (not separated from it at these n), or that none does; the
@@ -121,9 +129,8 @@ def summary_sentences(params: Params, est: dict, setup: str) -> list[str]:
                 and not (score in LIKELIHOOD_SCORES and p in invalid)}
         if len(have) < 2:
             continue
-        best = max(have, key=lambda p: have[p].value)
+        best, ties = best_and_ties(have)
         b = have[best]
-        ties = [p for p, e in have.items() if p != best and e.high >= b.low and b.high >= e.low]
         tail = (f"{', '.join(label(p) for p in ties)} {'is' if len(ties) == 1 else 'are'} not separated from it "
                 f"(intervals overlap)" if ties else "every other prior's interval lies below it")
         out.append(f"- {titles[score]}: **{label(best)}** has the highest mean, {cell_text(b)}; {tail}.")
@@ -226,9 +233,8 @@ def synthetic_section(params: Params, rows: list[dict[str, Any]], speed: dict[st
             have = {p: e for (r, p, name), e in est.items() if r == rho and name == score}
             if better == 0 or score == "collapsed" or len(have) < 2:
                 continue
-            best = max(have, key=lambda p: better * have[p].value)
+            best, ties = best_and_ties(have, better)
             b = have[best]
-            ties = [p for p, e in have.items() if p != best and e.high >= b.low and b.high >= e.low]
             tail = (f"{', '.join(bench.label(p) for p in ties)} {'is' if len(ties) == 1 else 'are'} not separated "
                     "from it" if ties else "every other prior is separated from it")
             lines.append(f"- {title.rstrip(' ↑↓')}: **{bench.label(best)}** is best, {cell_text(b)}; {tail}.")
@@ -247,10 +253,11 @@ def sparse_coding_section(params: Params) -> list[str]:
     interval over the runs (each its own data draw and start: independent), the fitted σ² and π
     (medians) — and the patch dictionaries' shape statistics (one run per model: no interval)."""
     from priorlab.studies.intervals import clopper_pearson, mean_t
-    from priorlab.studies.mssc_experiments.aggregate import read_cells
+    from priorlab.studies.mssc_experiments.aggregate import read_cells, recovery_table
 
     study = params.mssc_study
     rows, patches = read_cells(params)
+    recovery = recovery_table(rows)
     lines = ["## Sparse coding: max-rule and linear (paper 000's data)", "",
              "Fitted by sample-based EM, not by the shared trainer, so in a table of their own, read from paper "
              f"000's cells (`mssc_fit@<model>-<bars>`, `mssc_patches@<model>`): {study.iterations} EM iterations, "
@@ -261,14 +268,14 @@ def sparse_coding_section(params: Params) -> list[str]:
     for bars in study.bars:
         table = []
         for model in study.models:
-            mine = [r for r in rows if r["model"] == model and r["bars"] == bars]
-            if not mine:
+            e = recovery.get((model, bars))
+            if e is None:
                 continue
-            rec = clopper_pearson(sum(bool(r["recovered"]) for r in mine), len(mine))
-            found = mean_t([float(r["n_recovered"]) for r in mine])
-            table.append([model, mine[0]["kind"], len(mine), cell_text(rec), found.text(2),
-                          f"{np.median([r['sigma2'] for r in mine]):.4f}", f"{np.median([r['pi'] for r in mine]):.3f}"])
-        variant = next((r["variant"] for r in rows if r["bars"] == bars), "")
+            found = mean_t([float(r["n_recovered"]) for r in rows if r["model"] == model and r["bars"] == bars])
+            kind = next(r["kind"] for r in rows if r["model"] == model)
+            table.append([model, kind, e["n"], cell_text(clopper_pearson(e["recovered"], e["n"])), found.text(2),
+                          f"{e['sigma2']:.4f}", f"{e['pi']:.3f}"])
+        variant = next((e["variant"] for (_, b), e in recovery.items() if b == bars), "")
         lines += [f"### {bars} ({variant}; its settings: `datasets.{bars}`)", "",
                   *md_table(["model", "kind", "runs", "every bar recovered ↑", "bars recovered ↑", "σ²", "π"], table), ""]
     if patches:

@@ -79,13 +79,16 @@ def reused_rows(params: Params, prior: str) -> dict[str, dict[str, Any]]:
         if float(rho) not in [float(r) for r in study.rhos]:
             continue
         path = study_cell(float(rho)) / "rows.json"
+        cell = None  # the cell's rows, read once, when some data set is read from it
         for seed in range(bench.datasets_per_rho):
             method = study_method(params, spec, seed)
             if method is None:
                 continue
-            if not path.is_file():
-                raise ParamsError(f"{path} is missing: sparse_vae_fit@{float(rho)!r} has not run (dvc repro runs it)")
-            row = next(r for r in read_json(path)["rows"] if r["seed"] == seed and r["method"] == method)
+            if cell is None:
+                if not path.is_file():
+                    raise ParamsError(f"{path} is missing: sparse_vae_fit@{float(rho)!r} has not run (dvc repro runs it)")
+                cell = read_json(path)["rows"]
+            row = next(r for r in cell if r["seed"] == seed and r["method"] == method)
             out[f"{float(rho)!r}/{seed}"] = {**{k: row[k] for k in SCORES if k in row},
                                              "origin": f"sparse_vae_fit@{float(rho)!r}", "study_method": method}
     return out
