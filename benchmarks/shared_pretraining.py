@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from benchmarks.project_copy import pipeline_env
-from priorlab.config import parse_params
+from priorlab.config import PARAMS_FILE, SECTION_FILES, parse_params, read_raw, write_raw
 from priorlab.io import write_json
 
 GROUP, KIND, STUDY = "vsc_experiments/smiley", "vsc", "vsc_experiments"
@@ -107,12 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     project = ns.project or root.parent / f"{root.name}-shared-pretraining"
     if not project.exists():
         clone(root, project)
-    params_path = project / "params.yaml"
-    raw = yaml.safe_load(_git(project, "show", "HEAD:params.yaml"))  # the committed params: reruns are idempotent
+    raw: dict = {}
+    for rel in dict.fromkeys([PARAMS_FILE, *SECTION_FILES.values()]):  # the committed params: reruns are idempotent
+        raw.update(yaml.safe_load(_git(project, "show", f"HEAD:{rel}")) or {})
     grown, moved = independent_replicates(raw)
     parse_params(grown)  # the one typed check, before any work
-    if yaml.safe_load(params_path.read_text()) != grown:
-        params_path.write_text(yaml.safe_dump(grown, sort_keys=False, allow_unicode=True))
+    if read_raw(project / PARAMS_FILE) != grown:
+        write_raw(grown, project)
     print(f"{len(moved)} run(s) on their own pretraining replicate: " + ", ".join(sorted(moved.values())))
     subprocess.run([sys.executable, "-m", "stagerun.repro", "-j", str(ns.jobs), STUDY], cwd=project,
                    env=pipeline_env(project), check=True)

@@ -18,7 +18,7 @@ import yaml
 
 from priorlab.config import ParamsError, parse_params
 from priorlab.studies.benchmark.scores import zero_share
-from tests.tiny_pipeline import dvc, sh
+from tests.tiny_pipeline import dvc, param_texts, read_params, restore_params, sh, write_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,7 +121,7 @@ def project(tiny_serial) -> Path:
 
 @pytest.mark.slow
 def test_tables_have_a_row_per_prior_and_the_data_sets_scores(project):
-    params = yaml.safe_load((project / "params.yaml").read_text())["benchmark"]
+    params = read_params(project)["benchmark"]
     text = (project / "reports" / "benchmark" / "README.md").read_text()
     labels = [p["label"] for p in params["priors"].values()]
     for setup in params["setups"]:
@@ -186,11 +186,11 @@ def test_a_reused_model_is_read_and_is_the_model_the_benchmark_would_train(proje
 
 @pytest.mark.slow
 def test_a_prior_added_by_one_entry_trains_only_its_cells_and_gets_its_row(project):
-    original = (project / "params.yaml").read_text()
+    original = param_texts(project)
     try:
-        params = yaml.safe_load(original)
+        params = read_params(project)
         params["benchmark"]["priors"]["beta_vae"] = {"model": "beta_vae", "label": "β-VAE"}  # one entry
-        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
+        write_params(project, params)
         status = set(json.loads(dvc(project, "status", "--json").stdout))
         cells = {f"benchmark_fit@{setup}-beta_vae" for setup in params["benchmark"]["setups"]} | {
             "benchmark_synthetic@beta_vae"}
@@ -201,8 +201,8 @@ def test_a_prior_added_by_one_entry_trains_only_its_cells_and_gets_its_row(proje
         text = (project / "reports" / "benchmark" / "README.md").read_text()
         assert all(section.count("\n| β-VAE | 2 |") == 1 for section in text.split("\n## ")[2:4])
     finally:
-        (project / "params.yaml").write_text(original)
-        for setup in yaml.safe_load(original)["benchmark"]["setups"]:
+        restore_params(original)
+        for setup in read_params(project)["benchmark"]["setups"]:
             shutil.rmtree(project / "models" / "benchmark" / setup / "beta_vae", ignore_errors=True)
         sh(project, "git", "checkout", "-q", "--", ".")
         sh(project, "git", "clean", "-fdq", "--", "metrics", "reports")  # the new row's metrics files (in git)

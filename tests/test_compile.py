@@ -236,7 +236,7 @@ def test_em_models_are_not_compiled_and_validation_comes_back(tmp_path):
 def test_compile_mode_is_checked_when_params_are_read(tmp_path):
     text = (gpu_bench.ROOT / "profiles" / "tiny.yaml").read_text()
     assert "\n  compile: eager" in text  # every profile names the option
-    bad = tmp_path / "params.yaml"
+    bad = tmp_path / "p.yaml"  # one file, as a profile
     bad.write_text(text.replace("\n  compile: eager", "\n  compile: off", 1))
     with pytest.raises(ParamsError, match="compile.*eager"):
         load_params(bad)

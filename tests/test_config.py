@@ -20,8 +20,46 @@ def test_every_profile_is_valid(profile):
     assert load_params(ROOT / "profiles" / f"{profile}.yaml").profile == profile
 
 
-def test_params_yaml_is_the_default_cpu_profile():
-    assert (ROOT / "params.yaml").read_text() == (ROOT / "profiles" / "cpu.yaml").read_text()
+def test_params_files_are_the_default_cpu_profile_cut_by_section():
+    from priorlab.config import SECTION_FILES, split_sections
+
+    pieces = split_sections((ROOT / "profiles" / "cpu.yaml").read_text())
+    assert set(pieces) == {"params.yaml", *SECTION_FILES.values()}
+    for rel, text in pieces.items():
+        assert (ROOT / rel).read_text() == text, f"{rel} is not profiles/cpu.yaml's: run `make profile PROFILE=cpu`"
+
+
+def test_the_split_reads_back_as_the_profile_with_its_comments_and_refuses_what_it_cannot_cut():
+    from priorlab.config import split_sections
+
+    text = (ROOT / "profiles" / "paper.yaml").read_text()
+    pieces = split_sections(text)
+    assert "# paper 004 A.4: MLP 1200-1200 nets" in pieces["params/setups.yaml"]
+    assert pieces["params/studies.yaml"].startswith("isa_study:                   # paper 004's dSprites study")
+    assert set(yaml.safe_load(pieces["params.yaml"])) == {"profile", "device", "threads", "pretrain", "train",
+                                                          "replicates", "evaluate", "figures"}
+    with pytest.raises(ParamsError, match="could not split it"):
+        split_sections("{profile: cpu, models: {}}\n", "flow.yaml")  # no `name:` lines to cut at
+
+
+def test_a_section_in_the_wrong_file_or_a_missing_file_is_named(tmp_path):
+    from priorlab.config import read_raw, write_raw
+
+    write_raw(raw(), tmp_path)
+    assert read_raw(tmp_path / "params.yaml") == raw()
+    assert load_params(tmp_path / "params.yaml").profile == "tiny"
+    main_file = tmp_path / "params.yaml"
+    main_file.write_text(main_file.read_text() + "models: {}\n")
+    with pytest.raises(ParamsError, match=r"section 'models' belongs in params/models.yaml, where dvc.yaml reads it"):
+        load_params(main_file)
+    write_raw(raw(), tmp_path)
+    runs = tmp_path / "params" / "runs.yaml"
+    runs.write_text(runs.read_text() + "threads: 2\n")
+    with pytest.raises(ParamsError, match=r"runs.yaml: section 'threads' belongs in params.yaml"):
+        load_params(main_file)
+    runs.unlink()
+    with pytest.raises(ParamsError, match=r"runs.yaml: parameter file not found"):
+        load_params(main_file)
 
 
 def _error(mutate) -> str:
@@ -81,19 +119,19 @@ def test_use_profile_with_overrides_keeps_comments_and_refuses_typos(tmp_path, c
     (tmp_path / "profiles" / "paper.yaml").write_text((ROOT / "profiles" / "paper.yaml").read_text())
     sets = ["isa_study.betas=[1, 2]", "isa_study.train.steps=3550", "threads=2"]
     use_profile("paper", tmp_path, overrides=sets)
-    text = (tmp_path / "params.yaml").read_text()
+    text = (tmp_path / "params" / "setups.yaml").read_text()
     p = load_params(tmp_path / "params.yaml")
     assert p.isa_study.betas == [1.0, 2.0] and p.isa_study.train.steps == 3550 and p.threads == 2
     assert p.isa_study.train.batch_size == 2048  # the rest of the flow mapping is kept
     assert "# paper 004 A.4: MLP 1200-1200 nets" in text  # comments survive
-    before = text
+    before = (tmp_path / "params" / "studies.yaml").read_text()
     for bad, message in [("isa_study.train.stepz=1", "has no key isa_study.train.stepz"),
                          ("isa_study.betas", "expected DOTTED.KEY=VALUE"),
                          ("isa_study.train.steps=-5", "steps")]:
         with pytest.raises(ParamsError, match=message):
             use_profile("paper", tmp_path, overrides=[bad])
-        assert (tmp_path / "params.yaml").read_text() == before  # nothing half-written
-        assert not (tmp_path / "params.yaml.tmp").exists()
+        assert (tmp_path / "params" / "studies.yaml").read_text() == before  # nothing half-written
+        assert not list(tmp_path.glob(".params-*"))
     monkeypatch.chdir(tmp_path)
     assert main(["use", "paper", "--set", "threads=3"]) == 0
     assert load_params(tmp_path / "params.yaml").threads == 3
@@ -118,7 +156,7 @@ def test_cli_exit_codes(tmp_path, capsys):
 def test_keys_dvc_interpolates_must_be_spelled_out(tmp_path, section, key):
     r = raw()
     del r[section][next(iter(r[section]))][key]
-    path = tmp_path / "params.yaml"
+    path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(r))
     with pytest.raises(ParamsError, match=f"{key}: missing; dvc.yaml"):
         load_params(path)
@@ -127,18 +165,19 @@ def test_keys_dvc_interpolates_must_be_spelled_out(tmp_path, section, key):
 def test_the_replicates_mode_dvc_reads_must_be_spelled_out(tmp_path):
     r = raw()
     del r["replicates"]
-    path = tmp_path / "params.yaml"
+    path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(r))
     with pytest.raises(ParamsError, match=r"replicates.mode: missing; dvc.yaml reads it"):
         load_params(path)
 
 
-def test_check_once_skips_a_file_that_passed_and_rechecks_an_edited_one(tmp_path, monkeypatch):
+def test_check_once_skips_files_that_passed_and_rechecks_an_edited_one(tmp_path, monkeypatch):
     import priorlab.config as config
 
     (tmp_path / ".dvc" / "tmp").mkdir(parents=True)
+    tiny = yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text())
+    config.write_raw(tiny, tmp_path)
     params = tmp_path / "params.yaml"
-    params.write_text((ROOT / "profiles" / "tiny.yaml").read_text())
     calls = []
     real = config.load_params
     monkeypatch.setattr(config, "load_params", lambda path: calls.append(path) or real(path))
@@ -154,9 +193,13 @@ def test_check_once_skips_a_file_that_passed_and_rechecks_an_edited_one(tmp_path
         config.check_once(params, root=tmp_path)  # a failure is never recorded: validated again
     assert len(calls) == 3
     monkeypatch.chdir(tmp_path)
-    params.write_text((ROOT / "profiles" / "tiny.yaml").read_text())
+    config.write_raw(tiny, tmp_path)
     assert main(["check", "--once"]) == 0 and main(["check", "--once"]) == 0
     assert len(calls) == 3  # back to the bytes that passed: trusted again
+    bad = copy.deepcopy(tiny)
+    bad["models"][next(iter(bad["models"]))]["kind"] = "nope"
+    config.write_raw(bad, tmp_path)  # a section file edited, params.yaml unchanged: validated again
+    assert main(["check", "--once"]) == 2 and len(calls) == 4
     assert main(["check", "--once", "a", "b"]) == 2
 
 
@@ -174,7 +217,7 @@ def test_check_key_covers_the_file_and_the_library(tmp_path):
 def test_parameters_named_like_dvc_metadata_are_refused(tmp_path):
     r = raw()
     next(iter(r["datasets"].values()))["size"] = 3
-    path = tmp_path / "params.yaml"
+    path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(r))
     with pytest.raises(ParamsError, match=r"datasets\.\w+\.size: DVC's run-cache ignores"):
         load_params(path)
@@ -224,7 +267,7 @@ def test_device_cuda_is_refused_by_the_pre_check_on_a_machine_without_cuda(tmp_p
 
     from priorlab.config import check_machine
 
-    p = tmp_path / "params.yaml"
+    p = tmp_path / "p.yaml"
     p.write_text((ROOT / "profiles" / "tiny.yaml").read_text().replace("device: cpu", "device: cuda"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ParamsError, match="device: cuda, but this machine has no CUDA device"):

@@ -26,7 +26,7 @@ RUN_READERS = {"setup_runs", "figures", "report", "diagnosis"}
 
 
 def _tracked_params(project: Path) -> dict[str, dict]:
-    """Each stage's tracked params as DVC reads them.  DVC re-parses params.yaml for each of the ~350
+    """Each stage's tracked params as DVC reads them.  DVC re-parses a params file for each of the ~350
     stages (about 0.1 s each); the runner's ``parse_params_once`` returns what DVC's reader returns
     (``tests/test_repro.py``) from one parse: this test took 67 s with DVC's reader, 3.4 s with it."""
     from dvc.dependency.param import ParamsDependency
@@ -43,10 +43,12 @@ def _tracked_params(project: Path) -> dict[str, dict]:
 def _project(tmp_path: Path, params: dict) -> Path:
     from dvc.repo import Repo
 
+    from priorlab.config import write_raw
+
     tmp_path.mkdir()
     Repo.init(str(tmp_path), no_scm=True)
     shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    write_raw(params, tmp_path)
     return tmp_path
 
 

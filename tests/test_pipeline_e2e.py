@@ -22,7 +22,7 @@ import yaml
 from benchmarks.project_copy import copy_project
 from priorlab.metric_registry import headline
 from tests.cluster_servers import covered_by_the_cluster_test
-from tests.tiny_pipeline import dvc, lock_outs, sh
+from tests.tiny_pipeline import dvc, lock_outs, param_texts, read_params, restore_params, sh, write_params
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -122,9 +122,9 @@ def test_plain_dvc_repro_writes_the_runners_outputs_and_an_uninterrupted_pretrai
 
 
 def test_joint_training_param_reruns_only_downstream(project):
-    params = yaml.safe_load((project / "params.yaml").read_text())
+    params = read_params(project)
     params["train"]["lr"] = params["train"]["lr"] * 2
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    write_params(project, params)
     status = json.loads(dvc(project, "status", "--json").stdout)
     # only the stages that read train.* themselves (the report prints the settings, the diagnosis compares them with the papers)
     assert status and all(name.startswith("train@") or name in ("report", "diagnosis") for name in status), status
@@ -158,16 +158,16 @@ def test_a_runner_only_edit_leaves_every_stage_up_to_date(project):
 
 def test_bad_params_fail_cleanly(project):
     lock = (project / "dvc.lock").read_text()
-    good = (project / "params.yaml").read_text()
-    params = yaml.safe_load(good)
+    good = param_texts(project)
+    params = read_params(project)
     params["pretrain"]["lr"] = -1.0
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    write_params(project, params)
     proc = dvc(project, "repro", check=False)
     assert proc.returncode != 0
     assert "error: pretrain.lr must be > 0, got -1.0" in proc.stderr + proc.stdout
     assert (project / "dvc.lock").read_text() == lock
     assert not [p for p in project.rglob(".*.tmp") if ".dvc" not in p.parts]  # no half-written temp files
-    (project / "params.yaml").write_text(good)
+    restore_params(good)
     dvc(project, "checkout", "-q")  # DVC moved the stage's outputs aside; the cache restores them
     assert "up to date" in dvc(project, "status").stdout
 
@@ -191,10 +191,10 @@ def test_fmvae_prior_params_rerun_only_prior_init_and_after(project):
     retrains that run only: setup_runs rewrites the setups' slices of the params, and only the setup
     whose file changed (the one that run starts from) reruns its prior_init; the other setups' stages
     stay up to date (issue 44: no prior_init@ tracks the whole models and runs sections)."""
-    params = yaml.safe_load((project / "params.yaml").read_text())
+    params = read_params(project)
     params["models"]["fmvae_ss"]["num_components"] = [3, 8]
     params["models"]["fmvae_ss"]["delta"] = 5.0
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    write_params(project, params)
     status = json.loads(dvc(project, "status", "--json").stdout)
     run = "dsprites-fmvae_ss-0"
     # The studies' aggregating stages and the real-data fits of paper 003 track the whole models section
@@ -219,21 +219,22 @@ def test_a_study_models_param_reruns_only_its_cells(project):
     """Paper 004's study models are stages (isa_fit, one per model entry and seed): changing the ISA
     prior's p0 makes only that model's cell (and the aggregating study) stale, never the β-VAE's cell;
     changing the study's training steps makes every cell stale."""
-    original = (project / "params.yaml").read_text()
+    original = param_texts(project)
     try:
-        params = yaml.safe_load(original)
+        params = read_params(project)
         params["models"]["isa_vae"]["prior"]["p0"] = 2.3
-        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        write_params(project, params)
         status = set(json.loads(dvc(project, "status", "--json").stdout))
         assert {"isa_fit@isa_vae-0", "isa_experiments"} <= status and "isa_fit@isa_beta_vae-0" not in status, status
-        params = yaml.safe_load(original)
+        restore_params(original)
+        params = read_params(project)
         params["isa_study"]["train"]["steps"] += 1
-        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        write_params(project, params)
         status = set(json.loads(dvc(project, "status", "--json").stdout))
         assert {"isa_fit@isa_vae-0", "isa_fit@isa_beta_vae-0", "isa_experiments"} <= status, status
         assert not any(s.startswith(("train@", "pretrain@", "data@")) for s in status), status
     finally:
-        (project / "params.yaml").write_text(original)
+        restore_params(original)
     assert "up to date" in dvc(project, "status").stdout
 
 
@@ -303,12 +304,12 @@ def test_make_demo_runs_the_tiny_profile_in_a_worktree_and_leaves_the_checkout_a
     if shutil.which("make") is None or shutil.which("git") is None:
         pytest.skip("make and git are needed")
     dst = copy_project(ROOT, tmp_path / "p")  # a git repository with one commit
-    params = (dst / "params.yaml").read_text()
+    params = param_texts(dst)
     venv = Path(sys.executable).parents[1]
     done = sh(dst, "make", "-o", f"{venv}/bin/.installed", "-o", ".datasets/.installed", "demo", f"VENV={venv}",
               "DEMO_TARGETS=data@smiley")
     assert "demo: the tiny profile's results are in .demo/reports/" in done.stdout
     assert (dst / ".demo" / "params.yaml").read_text().splitlines()[2] == "profile: tiny"
     assert (dst / ".demo" / "data" / "smiley").is_dir() and not (dst / "data" / "smiley").exists()
-    assert (dst / "params.yaml").read_text() == params
+    assert param_texts(dst) == params
     assert sh(dst, "git", "status", "--porcelain").stdout == ""  # nothing of the checkout changed

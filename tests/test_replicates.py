@@ -313,21 +313,19 @@ def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(
     import shutil
     import sys
 
-    import yaml
-
-    from tests.tiny_pipeline import dvc, sh
+    from tests.tiny_pipeline import dvc, param_texts, read_params, restore_params, sh, write_params
 
     project = tiny_serial.path
     before = _claims(project)
-    original = (project / "params.yaml").read_text()
-    raw = yaml.safe_load(original)
+    original = param_texts(project)
+    raw = read_params(project)
     run0 = "smiley_vsc-vsc_smiley-0"
     run1 = "smiley_vsc-vsc_smiley-1"
     group = raw["runs"][run0]["group"]
     try:
         raw["replicates"]["mode"] = "vectorised"
         two = {**raw["runs"], run1: {**raw["runs"][run0], "seed": 1}}
-        (project / "params.yaml").write_text(yaml.safe_dump({**raw, "runs": two}, sort_keys=False, allow_unicode=True))
+        write_params(project, {**raw, "runs": two})
         arms = sh(project, sys.executable, "stages/train.py", "--arms", ",".join(two))
         assert json.loads(arms.stdout.strip().splitlines()[-1]) == [[run0, run1]]  # the only arm of 2+ seeds
         old_model = (project / "models" / "train" / group / run0 / "model.pt").read_bytes()
@@ -339,7 +337,7 @@ def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(
             or f"running train@{run1} + train@{run0}: python stages/train.py --runs {run1},{run0}" in first.stdout, \
             first.stdout
         assert (project / "models" / "train" / group / run0 / "model.pt").read_bytes() != old_model  # rounding
-        (project / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))  # seed 1 gone
+        write_params(project, raw)  # seed 1 gone
         second = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2", "report")
         assert "running train@" not in second.stdout  # the vectorised member stands; no other run retrained
         assert f"running evaluate@{run0}" in second.stdout
@@ -350,7 +348,7 @@ def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(
             assert all(math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-4) for a, b in zip(after[key][2], values)
                        if a is not None and b is not None), (key, after[key][2], values)
     finally:
-        (project / "params.yaml").write_text(original)
+        restore_params(original)
         for folder in ("models/prior_init/smiley_vsc", "models/train", "reports/live/train"):
             for path in (project / folder).rglob(run1):
                 shutil.rmtree(path, ignore_errors=True)

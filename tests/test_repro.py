@@ -499,9 +499,14 @@ def test_hash_code_dirs_once_hashes_a_code_directory_once_and_leaves_outputs_to_
 def test_an_invalid_params_file_starts_nothing(project, capsys, change, message):
     """issue 44: the runner runs make repro's params check first (one line, exit 2, no stage started,
     nothing of DVC's touched), whether a value is out of range or the YAML does not parse."""
+    from priorlab.config import write_raw
+
     raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles" / "tiny.yaml").read_text())
     raw["train"] = {**raw["train"], **(change or {})}
-    (project / "params.yaml").write_text(yaml.safe_dump(raw) if change else "a: [\n")
+    if change:
+        write_raw(raw, project)
+    else:
+        (project / "params.yaml").write_text("a: [\n")
     assert _run("-j", "2") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from priorlab.config import load_params
+from priorlab.config import load_params, write_raw
 from tests.cluster_servers import covered_by_the_cluster_test
 from stagerun.shard import cell_costs, ShardError, main, parse_shard, pretrain_cost, run_cost, split
 
@@ -157,7 +157,7 @@ def test_cli_reports_bad_specs_in_one_line(capsys):
 
 
 def test_cli_plan_prints_every_shard(capsys, monkeypatch, tmp_path):
-    shutil.copy(ROOT / "profiles" / "tiny.yaml", tmp_path / "params.yaml")
+    write_raw(yaml.safe_load((ROOT / "profiles" / "tiny.yaml").read_text()), tmp_path)
     assert main(["-C", str(tmp_path), "plan", "--shards", "2", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     params = load_params(tmp_path / "params.yaml")

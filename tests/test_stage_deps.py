@@ -148,6 +148,24 @@ def test_every_grid_dvc_expands_is_named_and_must_be_spelled_out(tmp_path):
         load_params(tmp_path / "p.yaml")
 
 
+def test_every_tracked_param_names_the_file_that_holds_its_section():
+    """dvc.yaml tracks each key in the file ``config.SECTION_FILES`` puts its section in (``params.yaml``
+    for the rest), and reads every section file as ``vars``: a key named in the wrong file would be a
+    param DVC cannot find."""
+    from priorlab.config import PARAMS_FILE, SECTION_FILES
+
+    spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    assert spec["vars"] == list(dict.fromkeys(SECTION_FILES.values()))
+    tracked = 0
+    for name, stage in spec["stages"].items():
+        for entry in stage.get("do", stage).get("params", []):
+            for file, keys in (entry.items() if isinstance(entry, dict) else [(PARAMS_FILE, [entry])]):
+                for key in keys:
+                    assert SECTION_FILES.get(key.split(".")[0], PARAMS_FILE) == file, (name, file, key)
+                    tracked += 1
+    assert tracked > 50
+
+
 def test_every_distribution_the_library_imports_is_declared_and_pinned():
     """issue 44: each third-party module priorlab or stagerun imports (at module level or inside a function)
     comes from a distribution declared in pyproject.toml (dependencies or an extra) and pinned in

@@ -209,7 +209,7 @@ def test_adam_impl_is_checked_when_params_are_read(tmp_path):
         text = open(os.path.join(root, "profiles", f"{profile}.yaml")).read()
         assert text.count("\n  adam_impl: ") == 2, profile
     assert text.count("\n  adam_impl: auto") == 2  # tiny (the last): the value replaced below
-    bad = tmp_path / "params.yaml"
+    bad = tmp_path / "p.yaml"  # one file, as a profile
     bad.write_text(text.replace("\n  adam_impl: auto", "\n  adam_impl: fast", 1))
     with pytest.raises(ParamsError, match="adam_impl: unknown value 'fast'; allowed: auto, for-loop, foreach, fused"):
         load_params(bad)

@@ -43,6 +43,33 @@ def tiny_copy(dst: Path) -> Path:
     return dst
 
 
+def read_params(project: Path) -> dict:
+    """The project's raw params, ``params.yaml`` and its section files merged (``config.read_raw``)."""
+    from priorlab.config import read_raw
+
+    return read_raw(project / "params.yaml")
+
+
+def write_params(project: Path, raw: dict) -> None:
+    """``raw`` written as the project's ``params.yaml`` and section files (``config.write_raw``)."""
+    from priorlab.config import write_raw
+
+    write_raw(raw, project)
+
+
+def param_texts(project: Path) -> dict[Path, str]:
+    """Every params file of the project and its text: what :func:`restore_params` writes back."""
+    from priorlab.config import param_files
+
+    return {path: path.read_text() for path in param_files(project / "params.yaml")}
+
+
+def restore_params(texts: dict[Path, str]) -> None:
+    for path, text in texts.items():
+        if path.read_text() != text:
+            path.write_text(text)
+
+
 def lock_outs(project: Path) -> dict[str, list[tuple[str, str]]]:
     """Each stage of ``project``'s dvc.lock -> its outputs' (path, md5)."""
     stages = yaml.safe_load((project / "dvc.lock").read_text())["stages"]

@@ -42,7 +42,7 @@ from typing import Sequence
 
 from priorlab.errors import UserError
 
-PIPELINE_FILES = ("dvc.yaml", "params.yaml", "src", "stages", "pyproject.toml", "requirements.txt")
+PIPELINE_FILES = ("dvc.yaml", "params.yaml", "params", "src", "stages", "pyproject.toml", "requirements.txt")
 """What a shard's result depends on besides the data: a checkout whose copy of these differs from
 HEAD would collect results the shards (which run HEAD) did not compute."""
 

@@ -8,9 +8,9 @@ raises :class:`ParamsError` with a one-line message naming the key and the
 allowed values, so a typo never reaches a training loop and nothing is
 written.
 
-``params.yaml`` is a copy of one profile in ``profiles/`` (``tiny``, ``cpu``,
-``paper``); switch with ``make profile PROFILE=tiny`` (i.e.
-``python -m priorlab.config use tiny``).
+The project's parameters are one profile of ``profiles/`` (``tiny``, ``cpu``, ``paper``), written
+as ``params.yaml`` plus the section files of :data:`SECTION_FILES` (``params/models.yaml``, ...);
+switch with ``make profile PROFILE=tiny`` (i.e. ``python -m priorlab.config use tiny``).
 """
 
 from __future__ import annotations
@@ -280,9 +280,37 @@ def parse_params(raw: dict) -> Params:
     return params
 
 
-def load_params(path: str | Path = "params.yaml") -> Params:
-    """Read and validate ``params.yaml``; raises :class:`ParamsError` on any problem."""
+PARAMS_FILE = "params.yaml"
+"""The project's main parameter file (DVC's default): the sections not in :data:`SECTION_FILES`."""
+
+SECTION_FILES = {
+    "datasets": "params/datasets.yaml",
+    "setups": "params/setups.yaml",
+    "models": "params/models.yaml",
+    "runs": "params/runs.yaml",
+    "isa_study": "params/studies.yaml",
+    "supervised_ceiling": "params/studies.yaml",
+    "mssc_study": "params/studies.yaml",
+    "sparse_vae_study": "params/studies.yaml",
+    "benchmark": "params/studies.yaml",
+}
+"""Where the project's large sections live, relative to ``params.yaml``'s folder.  DVC parses a params
+file afresh for every stage that tracks a key in it: with every section in one 37 KB file the cpu
+profile's 350 stages cost 350 parses, three quarters of a no-op ``dvc status``.  Split, a stage parses
+only the files of the keys it tracks (``evaluate@`` the small ``params.yaml``).  ``dvc.yaml`` names the
+file of every tracked key (``tests/test_stage_deps.py``); a profile stays one file."""
+
+
+def param_files(path: str | Path = PARAMS_FILE) -> list[Path]:
+    """The files :func:`read_raw` reads for ``path``: a ``params.yaml`` with its section files, any
+    other file (a profile) alone."""
     path = Path(path)
+    if path.name != PARAMS_FILE:
+        return [path]
+    return [path] + [path.parent / rel for rel in dict.fromkeys(SECTION_FILES.values())]
+
+
+def _read_yaml(path: Path) -> dict:
     if not path.is_file():
         raise ParamsError(f"{path}: parameter file not found (run `make profile PROFILE=cpu`)")
     try:
@@ -292,8 +320,97 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or exc.__class__.__name__
         raise ParamsError(f"{path}{where}: not valid YAML: {problem}") from exc
-    _check_no_dvc_meta_names(raw or {}, "")  # before the typed parse: names DVC mishandles, whatever the section
-    params = parse_params(raw or {})
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: expected a mapping of sections, got {type(raw).__name__}")
+    return raw
+
+
+def read_raw(path: str | Path = PARAMS_FILE) -> dict:
+    """The raw mapping of a parameter file: a profile as one file, or the project's ``params.yaml``
+    merged with its section files (each section in the file :data:`SECTION_FILES` names, where
+    ``dvc.yaml`` reads it; anywhere else is an error naming both files)."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    if path.name != PARAMS_FILE:
+        return raw
+    for section in raw:
+        if section in SECTION_FILES:
+            raise ParamsError(f"{path}: section {section!r} belongs in {SECTION_FILES[section]}, where dvc.yaml "
+                              "reads it (`make profile PROFILE=...` writes the files)")
+    for rel in dict.fromkeys(SECTION_FILES.values()):
+        for section, value in _read_yaml(path.parent / rel).items():
+            if SECTION_FILES.get(section) != rel:
+                raise ParamsError(f"{path.parent / rel}: section {section!r} belongs in "
+                                  f"{SECTION_FILES.get(section, PARAMS_FILE)}, where dvc.yaml reads it")
+            raw[section] = value
+    return raw
+
+
+def split_sections(text: str, source: str | Path = "params") -> dict[str, str]:
+    """A one-file parameter text (a profile) cut into the project's files, ``{relative path: text}``:
+    each top-level section, with the comment lines just above it, goes to its file of
+    :data:`SECTION_FILES` (else ``params.yaml``), comments and layout kept.  The pieces must read back
+    as the whole (a :class:`ParamsError` otherwise, e.g. for a flow-style top level)."""
+    import re
+
+    files: dict[str, list[str]] = {PARAMS_FILE: []}
+    target, pending = PARAMS_FILE, []
+    for line in text.splitlines(keepends=True):
+        key = re.match(r"([^\s#'\"{\[-][^:]*):(\s|$)", line)
+        if key:
+            target = SECTION_FILES.get(key.group(1).strip(), PARAMS_FILE)
+            files.setdefault(target, []).extend(pending + [line])
+            pending = []
+        elif not line.strip() or line.startswith("#"):
+            pending.append(line)
+        else:
+            files.setdefault(target, []).extend(pending + [line])
+            pending = []
+    files[target] += pending
+    pieces = {rel: "".join(lines).lstrip("\n") for rel, lines in files.items()}
+    for rel in SECTION_FILES.values():
+        pieces.setdefault(rel, "{}\n")
+    try:
+        whole = yaml.safe_load(text) or {}
+        merged: dict = {}
+        placed = True
+        for rel, piece in pieces.items():
+            part = yaml.safe_load(piece) or {}
+            placed = placed and isinstance(part, dict) and all(SECTION_FILES.get(k, PARAMS_FILE) == rel for k in part)
+            merged.update(part if isinstance(part, dict) else {})
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{source}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from exc
+    if merged != whole or not placed:
+        raise ParamsError(f"{source}: could not split it into its section files: write each top-level "
+                          "section as `name:` at the start of a line")
+    return pieces
+
+
+def write_raw(raw: dict, root: str | Path = ".") -> None:
+    """Write a raw parameter mapping as the project's files (``params.yaml`` and its section files),
+    each replaced whole (tests and tools that edit params programmatically)."""
+    import os
+
+    files: dict[str, dict] = {PARAMS_FILE: {}}
+    for rel in SECTION_FILES.values():
+        files.setdefault(rel, {})
+    for section, value in raw.items():
+        files[SECTION_FILES.get(section, PARAMS_FILE)][section] = value
+    for rel, part in files.items():
+        dst = Path(root) / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{dst.name}.tmp")
+        tmp.write_text(yaml.safe_dump(part, sort_keys=False, allow_unicode=True))
+        os.replace(tmp, dst)
+
+
+def load_params(path: str | Path = PARAMS_FILE) -> Params:
+    """Read and validate the parameters (:func:`read_raw`); raises :class:`ParamsError` on any problem."""
+    raw = read_raw(path)
+    _check_no_dvc_meta_names(raw, "")  # before the typed parse: names DVC mishandles, whatever the section
+    params = parse_params(raw)
     _check_dvc_keys(raw)
     return params
 
@@ -355,9 +472,12 @@ CHECKED = Path(".dvc") / "tmp" / "priorlab-params-checked"
 
 
 def check_key(path: str | Path) -> str:
-    """sha256 over the parameter file and every module of the installed library: the validation is
-    a function of these alone, so a file that passed under this key passes again."""
-    digest = hashlib.sha256(Path(path).read_bytes())
+    """sha256 over the parameter files (:func:`param_files`) and every module of the installed
+    library: the validation is a function of these alone, so files that passed under this key pass
+    again."""
+    digest = hashlib.sha256()
+    for file in param_files(path):
+        digest.update((file.read_bytes() if file.is_file() else b"<missing>") + b"\0")  # in param_files' order
     package = Path(__file__).resolve().parent.parent
     for module in sorted(package.rglob("*.py")):
         digest.update(str(module.relative_to(package)).encode() + b"\0" + module.read_bytes() + b"\0")
@@ -385,27 +505,29 @@ def profile_path(name: str, root: str | Path = ".") -> Path:
 
 
 def use_profile(name: str, root: str | Path = ".", overrides: typing.Sequence[str] = ()) -> Path:
-    """Validate ``profiles/<name>.yaml`` with ``overrides`` applied and write it to ``params.yaml``.
+    """Validate ``profiles/<name>.yaml`` with ``overrides`` applied and write it as the project's
+    ``params.yaml`` and section files (:func:`split_sections`).
 
     An override is ``DOTTED.KEY=VALUE`` with VALUE read as YAML, as ``dvc exp run -S`` takes it
     (``isa_study.betas=[1, 2]``); its key must exist in the profile (a typo is an error, not a new
-    entry).  The file keeps the profile's comments; nothing is written unless the result validates."""
+    entry).  The files keep the profile's comments; nothing is written unless the result validates."""
+    import os
+    import tempfile
+
     src = profile_path(name, root)
-    dst = Path(root) / "params.yaml"
-    tmp = dst.with_suffix(".yaml.tmp")
-    try:
-        if overrides:
-            tmp.write_text(apply_overrides(src.read_text(), overrides, src))
-        else:
-            shutil.copyfile(src, tmp)
-        params = load_params(tmp)
+    text = apply_overrides(src.read_text(), overrides, src) if overrides else src.read_text()
+    pieces = split_sections(text, src)
+    with tempfile.TemporaryDirectory(dir=root, prefix=".params-") as tmp:
+        for rel, piece in pieces.items():
+            (Path(tmp) / rel).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / rel).write_text(piece)
+        params = load_params(Path(tmp) / PARAMS_FILE)  # exactly the files about to be written
         if params.profile != name:
             raise ParamsError(f"{src}: profile key is {params.profile!r}, expected {name!r}")
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(dst)
-    return dst
+        for rel in pieces:
+            (Path(root) / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(Path(tmp) / rel, Path(root) / rel)
+    return Path(root) / PARAMS_FILE
 
 
 def split_override(item: str, what: str = "override", example: str = "a.b=1") -> tuple[list[str], Any]:
@@ -466,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(argv) >= 2 and argv[0] == "use" and all(a == "--set" for a in argv[2::2]) and len(argv) % 2 == 0:
             sets = argv[3::2]
             dst = use_profile(argv[1], overrides=sets)
-            print(f"params.yaml <- profiles/{argv[1]}.yaml" + "".join(f", {s}" for s in sets))
+            print(f"params.yaml, params/*.yaml <- profiles/{argv[1]}.yaml" + "".join(f", {s}" for s in sets))
             return 0 if dst.exists() else 1
         if argv and argv[0] == "check" and len(argv) <= 3:
             once = "--once" in argv[1:]
