@@ -44,11 +44,11 @@ def nets(params) -> dict[str, tuple[object, tuple[int, ...], dict[str, object]]]
         tables[setup] = ({p: params.setup(setup) for p in bench.priors}, shape, {})
     if bench.synthetic.rhos:
         study = params.sparse_vae_study
-        tables["synthetic"] = ({p: setup_for(study, "gaussian", loss_scaling_of(prior_spec(params, p)))
+        tables["synthetic"] = ({p: setup_for(study, "gaussian", loss_scaling_of(prior_spec(params, p, "synthetic")))
                                 for p in bench.priors}, (7,), {})
     for name, (per_prior, shape, specs) in tables.items():
         for prior in bench.priors:
-            spec = prior_spec(params, prior)
+            spec = prior_spec(params, prior, name)  # name: a setup, or "synthetic" (setup_models' key too)
             try:
                 build_model(per_prior[prior], spec, shape)
             except (ValueError, ParamsError):

@@ -5,6 +5,7 @@ and a prior added by one entry."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import shutil
@@ -35,12 +36,34 @@ def tiny_raw() -> dict:
     (lambda b: b["train"].update(batch_size=5000), "training points"),
     (lambda b: b["synthetic"].update(rhos=[0.4, 1.0]), "benchmark.synthetic.rhos[1] must be in (-1, 1)"),
     (lambda b: b["synthetic"].update(datasets_per_rho=1), "benchmark.synthetic.datasets_per_rho: 1; at least 2"),
+    (lambda b: b["priors"]["vae"].update(setup_models={"nowhere": "isa_beta_vae"}), "benchmark.priors.vae.setup_models"),
+    (lambda b: b["priors"]["vae"].update(setup_models={"smiley": "vsc_smiley"}), "one row, one prior"),
 ])
 def test_bad_benchmark_params_are_refused_in_one_message(change, message):
     raw = copy.deepcopy(tiny_raw())
     change(raw["benchmark"])
     with pytest.raises(ParamsError, match=re.escape(message)):
         parse_params(raw)
+
+
+def test_a_row_trains_its_setup_model_where_one_is_named_and_its_model_elsewhere():
+    """``setup_models``: the ISA-VAE's layout must tile each setup's latents, so its row names another
+    entry of the same kind and prior kind per setup (and ``synthetic`` for paper 003's table)."""
+    from priorlab.studies.benchmark.fit import prior_spec
+
+    raw = copy.deepcopy(tiny_raw())
+    raw["models"]["isa_vae_wide"] = {**raw["models"]["isa_beta_vae"], "beta": 3.0, "train_steps": 7}
+    raw["benchmark"]["priors"]["vae"]["setup_models"] = {"smiley": "isa_vae_wide", "synthetic": "isa_vae_wide"}
+    params = parse_params(raw)
+    assert prior_spec(params, "vae", "smiley").beta == 1.0  # strength 1 is the row's, whatever the entry says
+    assert prior_spec(params, "vae", "smiley").train_steps == 7 != prior_spec(params, "vae", "dsprites").train_steps
+    assert prior_spec(params, "vae", "smiley") == dataclasses.replace(
+        params.model("isa_vae_wide"), warm_start="scratch", beta=1.0)
+    assert prior_spec(params, "vae", "dsprites") == dataclasses.replace(
+        params.model("isa_beta_vae"), warm_start="scratch", beta=1.0)
+    entry = params.benchmark.priors["vae"]
+    assert [entry.model_for(s) for s in ("dsprites", "smiley", "synthetic")] == ["isa_beta_vae", "isa_vae_wide",
+                                                                                 "isa_vae_wide"]
 
 
 def test_zero_share_counts_near_zero_coordinates_per_observation():
@@ -172,7 +195,7 @@ def test_a_reused_model_is_read_and_is_the_model_the_benchmark_would_train(proje
     monkeypatch.chdir(project)
     monkeypatch.setattr(paths, "CHECKPOINTS", tmp_path)
     params = load_params()
-    spec = prior_spec(params, "vae")
+    spec = prior_spec(params, "vae", "dsprites")
     stage, path = reused_model(params, "dsprites", spec, 0)
     assert stage == "isa_fit@isa_beta_vae-0"
     data = load_setup_data(params, "dsprites")

@@ -362,11 +362,22 @@ class BenchmarkPriorParams:
     """One row of the cross-prior benchmark (issue 45): a ``models`` entry, trained from scratch
     (``warm_start`` is set to scratch: no prior gets steps the others do not), with ``strength`` setting
     its grid's field where given (β of kind vae, the TC weight of beta_tcvae, γ of factor_vae;
-    :data:`IsaStudyParams.GRID`).  ``label``: the row's name in the tables (default: the entry's name)."""
+    :data:`IsaStudyParams.GRID`).  ``label``: the row's name in the tables (default: the entry's name).
+    ``setup_models``: another ``models`` entry of the same kind and prior kind for a setup (or ``synthetic``,
+    paper 003's table) whose latent size the default's layout does not fit, e.g. the ISA-VAE's subspaces
+    tiling 18 latents instead of 10."""
 
     model: str
     strength: float | None = None
     label: str = ""
+    setup_models: dict[str, str] = field(default_factory=dict)
+
+    SYNTHETIC: typing.ClassVar[str] = "synthetic"
+    """The ``setup_models`` key of paper 003's synthetic table."""
+
+    def model_for(self, setup: str) -> str:
+        """The ``models`` entry this row trains on ``setup`` (a setup's name or :data:`SYNTHETIC`)."""
+        return self.setup_models.get(setup, self.model)
 
     def check(self, key: str, params: "Params") -> None:
         _one_of(f"{key}.model", self.model, tuple(params.models))
@@ -377,6 +388,14 @@ class BenchmarkPriorParams:
         if self.strength is not None:
             _one_of(f"{key}.strength (the kind of {self.model})", spec.kind, tuple(IsaStudyParams.GRID))
             _non_negative(f"{key}.strength", self.strength)
+        for setup, model in self.setup_models.items():
+            _one_of(f"{key}.setup_models", setup, (*params.benchmark.setups, self.SYNTHETIC))
+            _one_of(f"{key}.setup_models.{setup}", model, tuple(params.models))
+            other = params.models[model]
+            if (other.kind, other.prior.kind) != (spec.kind, spec.prior.kind):
+                raise ParamsError(f"{key}.setup_models.{setup}: {model} is kind {other.kind} with prior "
+                                  f"{other.prior.kind}, the row's {self.model} is {spec.kind} with {spec.prior.kind}: "
+                                  "one row, one prior")
 
 
 @dataclass(frozen=True)

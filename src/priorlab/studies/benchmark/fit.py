@@ -57,10 +57,11 @@ def plan_file(setup: str, prior: str) -> Path:
     return plan_dir() / f"{cell_name(setup, prior)}.json"
 
 
-def prior_spec(params: Params, prior: str) -> ModelParams:
-    """The ``models`` entry of a benchmark prior, from scratch, its grid's field at ``strength`` if set."""
+def prior_spec(params: Params, prior: str, setup: str) -> ModelParams:
+    """The ``models`` entry of a benchmark prior on ``setup`` (its ``setup_models`` entry there, if any),
+    from scratch, its grid's field at ``strength`` if set."""
     entry = params.benchmark.priors[prior]
-    spec = params.model(entry.model)
+    spec = params.model(entry.model_for(setup))
     changes: dict[str, Any] = {"warm_start": "scratch"}
     if entry.strength is not None:
         changes[IsaStudyParams.GRID[spec.kind]] = float(entry.strength)
@@ -134,7 +135,7 @@ def plan_record(params: Params, setup: str, prior: str) -> dict[str, Any]:
     from priorlab.io import as_read_back, read_json, sha256_file
 
     bench = params.benchmark
-    spec = prior_spec(params, prior)
+    spec = prior_spec(params, prior, setup)
     manifest = paths.data_dir(params.setup(setup).dataset) / MANIFEST_FILE
     if not manifest.is_file():
         raise ParamsError(f"{manifest} is missing: data@{params.setup(setup).dataset} has not run (dvc repro runs it)")
@@ -148,7 +149,7 @@ def plan_record(params: Params, setup: str, prior: str) -> dict[str, Any]:
     entry = bench.priors[prior]
     return as_read_back({
         "setup": setup, "setup_params": params.setup(setup).record(), "data": read_json(manifest),
-        "prior": prior, "label": bench.label(prior), "model": entry.model, "strength": entry.strength,
+        "prior": prior, "label": bench.label(prior), "model": entry.model_for(setup), "strength": entry.strength,
         "model_params": spec.record(), "train": dataclasses.asdict(bench.train),
         "evaluate": dataclasses.asdict(bench.evaluate), "sparsity_threshold": bench.sparsity_threshold,
         "seeds": list(bench.seeds), "reuse": reuse, "profile": params.profile})
@@ -162,8 +163,8 @@ def cell_rows(params: Params, setup: str, prior: str, out: Path, device: torch.d
     from priorlab.phases import load_setup_data, save_model
 
     bench = params.benchmark
-    spec = prior_spec(params, prior)
-    base = {"setup": setup, "prior": prior, "label": bench.label(prior), "model": bench.priors[prior].model,
+    spec = prior_spec(params, prior, setup)
+    base = {"setup": setup, "prior": prior, "label": bench.label(prior), "model": bench.priors[prior].model_for(setup),
             "kind": spec.kind, "strength": bench.priors[prior].strength, "model_params": spec.record(),
             "setup_params": params.setup(setup).record()}
     data = load_setup_data(params, setup)

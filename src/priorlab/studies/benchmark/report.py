@@ -320,11 +320,13 @@ def write_readme(params: Params, f: pd.DataFrame, rows: list[dict[str, Any]], de
         read_syn = sum(r["prior"] == prior and r["origin"].startswith("sparse_vae_fit@") for r in synthetic_rows or [])
         where = [f"{reused} read from paper 004's `isa_fit` cells" if reused else "",
                  f"{read_syn} synthetic read from paper 003's `sparse_vae_fit` cells" if read_syn else ""]
-        prior_rows.append([bench.label(prior), f"`{entry.model}`", kind,
+        models = f"`{entry.model}`" + "".join(f"; {where}: `{model}`" for where, model in entry.setup_models.items())
+        prior_rows.append([bench.label(prior), models, kind,
                            "" if entry.strength is None else f"{entry.strength:g}",
                            "; ".join(w for w in where if w) + "; the others trained here" if any(where)
                            else "all trained here"])
-    lines += md_table(["row", "models entry", "kind", "strength (β, TC weight or γ)", "models"], prior_rows)
+    lines += md_table(["row", "models entry (another on a setup where its latent layout does not fit)", "kind",
+                       "strength (β, TC weight or γ)", "models"], prior_rows)
     lines += ["", "Every entry is used as `params/models.yaml` defines it, trained from scratch (`warm_start: scratch`): the "
               "factorial mixture prior's GMM initialisation then fits the codes of an untrained encoder (paper 001 "
               "pretrains first), and VSC starts without its spike pre-training (paper 002 pre-trains). The models' own "

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from priorlab import paths
-from priorlab.config import ModelParams, Params, ParamsError
+from priorlab.config import BenchmarkPriorParams, ModelParams, Params, ParamsError
 from priorlab.errors import UserError
 from priorlab.io import write_json
 from priorlab.studies.benchmark import NAME
 from priorlab.studies.benchmark.fit import plan_dir, prior_spec
 from priorlab.studies.intervals import Estimate, clopper_pearson, mean_t
+
+SYNTHETIC = BenchmarkPriorParams.SYNTHETIC  # the setup_models key of this table
 
 STAGE = f"{NAME}_synthetic"
 SCORES = ("mse", "dci_d", "f1", "precision", "recall", "active_columns", "collapsed")
@@ -71,7 +73,7 @@ def reused_rows(params: Params, prior: str) -> dict[str, dict[str, Any]]:
     from priorlab.studies.sparse_vae_experiments.fit import cell_dir as study_cell
 
     study, bench = params.sparse_vae_study, params.benchmark.synthetic
-    spec = prior_spec(params, prior)
+    spec = prior_spec(params, prior, SYNTHETIC)
     out: dict[str, dict[str, Any]] = {}
     if not study.models:
         return out
@@ -101,8 +103,8 @@ def plan_record(params: Params, prior: str) -> dict[str, Any]:
 
     bench = params.benchmark
     return as_read_back({
-        "prior": prior, "label": bench.label(prior), "model": bench.priors[prior].model,
-        "strength": bench.priors[prior].strength, "model_params": prior_spec(params, prior).record(),
+        "prior": prior, "label": bench.label(prior), "model": bench.priors[prior].model_for(SYNTHETIC),
+        "strength": bench.priors[prior].strength, "model_params": prior_spec(params, prior, SYNTHETIC).record(),
         "study": study_settings(params), "rhos": [float(r) for r in bench.synthetic.rhos],
         "datasets_per_rho": bench.synthetic.datasets_per_rho, "reuse": reused_rows(params, prior),
         "profile": params.profile})
@@ -123,8 +125,8 @@ def cell_rows(params: Params, prior: str) -> list[dict[str, Any]]:
     from priorlab.studies.sparse_vae_experiments.fit import deep_row, setup_for
 
     study, bench = params.sparse_vae_study, params.benchmark
-    spec = prior_spec(params, prior)
-    base = {"prior": prior, "label": bench.label(prior), "model": bench.priors[prior].model, "kind": spec.kind}
+    spec = prior_spec(params, prior, SYNTHETIC)
+    base = {"prior": prior, "label": bench.label(prior), "model": bench.priors[prior].model_for(SYNTHETIC), "kind": spec.kind}
     try:
         build_model(setup_for(study, "gaussian", loss_scaling_of(spec)), spec, (7,))
     except (ValueError, ParamsError) as exc:
