@@ -71,8 +71,24 @@ def test_independent_stages_overlap_and_the_lock_is_what_dvc_expects(project):
     timings = json.loads((project / "timings.json").read_text())
     assert set(timings["stages"]) == set("abcd") and timings["jobs"] == 2
     assert all(t["wall_s"] > 0 and t["max_rss_mib"] > 0 for t in timings["stages"].values())
+    assert 0 < timings["runner_cpu_s"]
     assert _run("-j", "2") == 0  # nothing to do: nothing reruns
     assert "up to date" in _dvc(project, "status").stdout
+
+
+def test_the_runner_reports_its_own_cpu_not_the_stages(project, capsys):
+    """issue 44: the summary line and --timings give the runner process's own CPU; a stage that burns
+    3 s of CPU in its own process is not counted in it."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 3.0:\n    pass\n"
+    (project / "burn.py").write_text(burn)
+    (project / "dvc.yaml").write_text(yaml.safe_dump(
+        {"stages": {"burn": {"cmd": f"{sys.executable} burn.py && echo done > burn.txt", "outs": ["burn.txt"]}}}))
+    assert _run("-j", "1", "--no-preload", "--timings", "timings.json") == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    timings = json.loads((project / "timings.json").read_text())
+    assert timings["stages"]["burn"]["wall_s"] >= 3.0
+    assert 0 < timings["runner_cpu_s"] < 2.0, timings  # the stage's 3 s are its own
+    assert f"the runner's own CPU {timings['runner_cpu_s']:.1f} s (" in line and line.endswith("% of one core)"), line
 
 
 def test_after_a_failed_dvc_repro_the_runner_ignores_the_outputs_dvc_recorded_but_unignored(project):

@@ -79,6 +79,7 @@ class Outcome:
     wall_s: dict[str, float] = field(default_factory=dict)
     max_rss_mib: dict[str, float] = field(default_factory=dict)
     total_s: float = 0.0
+    runner_cpu_s: float = 0.0  # the runner's own CPU (its process, every thread; not the stages')
     jobs: int = 1
     stopped: list[str] = field(default_factory=list)  # running when the runner was interrupted
     downstream: list[str] = field(default_factory=list)  # --dry: up to date now, below a stale stage
@@ -86,7 +87,7 @@ class Outcome:
 
     def timings(self) -> dict:
         """What ``--timings`` writes: per stage that ran, its wall time and peak RSS."""
-        return {"jobs": self.jobs, "total_wall_s": round(self.total_s, 2),
+        return {"jobs": self.jobs, "total_wall_s": round(self.total_s, 2), "runner_cpu_s": round(self.runner_cpu_s, 2),
                 "stages": {n: {"wall_s": round(self.wall_s[n], 2), "max_rss_mib": round(self.max_rss_mib[n], 1)}
                            for n in self.ran if n in self.wall_s},
                 "restored": self.restored, "up_to_date": len(self.skipped), "failed": self.failed}
@@ -520,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if ns.debug:
         os.environ["PRIORLAB_DEBUG"] = "1"
-    start = time.monotonic()
+    start, cpu_start = time.monotonic(), time.process_time()
     main_thread = threading.current_thread() is threading.main_thread()
     # until the run takes them over (and after it): no stage is running, so nothing to stop or record
     previous = {s: signal.signal(s, _raise_interrupted) for s in STOP_SIGNALS} if main_thread else {}
@@ -545,6 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+    wall, outcome.runner_cpu_s = time.monotonic() - start, time.process_time() - cpu_start
     if ns.timings:
         Path(ns.timings).parent.mkdir(parents=True, exist_ok=True)
         Path(ns.timings).write_text(json.dumps(outcome.timings(), indent=2) + "\n")
@@ -557,7 +559,8 @@ def main(argv: list[str] | None = None) -> int:
             "change)" if ns.dry else "")
     print(f"{len(outcome.ran)} stage(s) {'stale' if ns.dry else 'ran'}{more}, {len(outcome.restored)} restored, "
           f"{len(outcome.skipped)} up to date, {len(outcome.failed)} failed; "
-          f"{time.monotonic() - start:.1f} s on {ns.jobs} worker(s)", flush=True)
+          f"{wall:.1f} s on {ns.jobs} worker(s); the runner's own CPU {outcome.runner_cpu_s:.1f} s "
+          f"({100 * outcome.runner_cpu_s / max(wall, 1e-9):.1f} % of one core)", flush=True)
     return 1 if outcome.failed else 0
 
 
