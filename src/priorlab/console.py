@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import priorlab
 from priorlab.errors import UserError
 
 
@@ -73,7 +74,6 @@ def _parser() -> argparse.ArgumentParser:
 def run_fit(ns: argparse.Namespace) -> Path:
     import numpy as np
 
-    import priorlab
     from priorlab import metrics
     from priorlab.data.files import read_observations
     from priorlab.io import write_json
@@ -112,7 +112,6 @@ def run_fit(ns: argparse.Namespace) -> Path:
 def run_score(ns: argparse.Namespace) -> dict:
     import json
 
-    import priorlab
     from priorlab.data.files import read_observations
     from priorlab.io import write_json
 

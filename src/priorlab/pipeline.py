@@ -18,10 +18,12 @@ from priorlab.config import ModelParams, OptimParams, Params, ParamsError
 from priorlab.data.store import Dataset, build_arrays, ground_truth, write_dataset
 from priorlab.io import as_read_back, load_torch, read_json, write_json, write_json_folder
 from priorlab.metric_registry import headline
+from priorlab.models import build_model
 from priorlab.models.protocol import Model
 from priorlab.phases import (fingerprint, fit_phase, fit_replicates_phase, load_model, load_setup_data, new_model,
                              pretrain_spec, resolve_device, save_model, start_model)
 from priorlab.studies.cells import Cell
+from priorlab.train.replicates import vectorisable
 
 
 def _run_parts(params: Params, run: str) -> tuple[str, str, int]:
@@ -230,9 +232,6 @@ def train_arms(params: Params, runs: str | list[str]) -> list[list[str]]:
     their seed, of a kind whose replicates vectorise (:func:`priorlab.train.replicates.vectorisable`), the
     model not in ``replicates.separate`` — in the order given; the others are left out (a process each).
     None under ``mode: separate``, or ``auto`` where ``device`` is not CUDA."""
-    from priorlab.models import build_model
-    from priorlab.train.replicates import vectorisable
-
     runs = [r for r in runs.split(",") if r] if isinstance(runs, str) else list(runs)
     mode = params.replicates.mode
     if mode == "auto":

@@ -31,7 +31,9 @@ import numpy as np
 from priorlab.config import DATASET_PARAMS, DatasetParams, DSpritesParams, FileParams, MNISTParams, SmileyParams
 from priorlab.config.checks import builder_for
 from priorlab.data.arrays import observation_kind
-from priorlab.data.base import GroundTruthData
+from priorlab.data.base import GroundTruthData, TableGroundTruth
+from priorlab.data.patches import sample_patches
+from priorlab.data.sparse_synthetic import N_FACTORS, N_FEATURES, sparse_map
 from priorlab.errors import DataError
 
 ObservationKind = Literal["image", "vector", "counts"]
@@ -149,8 +151,6 @@ MNIST_FORMAT = DatasetBuilder(build_mnist_format, observation_kind="image", vers
 
 def build_sparse_synthetic(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Paper 003 §2.2: z ~ N(0, [[1, ρ], [ρ, 1]]), x = f(z) + noise (f of eq. 9); the true z as ``sources``."""
-    from priorlab.data.sparse_synthetic import N_FACTORS, N_FEATURES, sparse_map
-
     n = params.n_train + params.n_test
     chol = np.linalg.cholesky(np.array([[1.0, params.rho], [params.rho, 1.0]]))
     z = rs.standard_normal((n, N_FACTORS)) @ chol.T
@@ -177,8 +177,6 @@ def build_bars(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
 
 def build_image_patches(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Natural-image patches of scikit-learn's sample photographs (:mod:`priorlab.data.patches`)."""
-    from priorlab.data.patches import sample_patches
-
     return {"x": sample_patches(params.n_train + params.n_test, params.patch_size, rs, params.preprocess,
                                 tuple(params.dog_sigmas))}
 
@@ -260,8 +258,6 @@ def build_file(params: FileParams, rs: np.random.RandomState) -> dict[str, np.nd
 
 def _file_ground_truth(params: FileParams) -> GroundTruthData | None:
     """The test rows of a file with ``factors``, as a table (None without factors)."""
-    from priorlab.data.base import TableGroundTruth
-
     if not params.factors:
         return None
     arrays = build_file(params, np.random.RandomState(params.seed))  # the data stage's draw (seeded)

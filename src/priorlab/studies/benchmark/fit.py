@@ -34,8 +34,10 @@ import torch
 
 from priorlab import paths
 from priorlab.config import IsaStudyParams, ModelParams, Params, ParamsError
-from priorlab.io import load_torch, write_json
+from priorlab.device import model_device
+from priorlab.io import as_read_back, load_torch, read_json, sha256_file, write_json
 from priorlab.metric_registry import headline
+from priorlab.metrics import probe_accuracy
 from priorlab.studies.benchmark import NAME
 from priorlab.studies.benchmark.scores import smiley_contrast, zero_share
 
@@ -102,9 +104,7 @@ def score(params: Params, model, data, gt, device: torch.device) -> dict[str, An
     log p(x) by importance weighting, active dimensions, the disentanglement metrics where the data set
     has factors), the per-observation sparsity, and where the data allow the linear-probe accuracy on
     the labels and paper 002's correlation contrast (Smiley)."""
-    from priorlab.device import model_device
     from priorlab.evaluation import evaluate_model
-    from priorlab.metrics import probe_accuracy
     from priorlab.models.estimates import encode_means
 
     bench = params.benchmark
@@ -132,7 +132,6 @@ def plan_record(params: Params, setup: str, prior: str) -> dict[str, Any]:
     sha256), the model's settings, ``benchmark``'s training and scoring settings, and for each seed the
     ``isa_fit`` model it reads instead of training (its stage and the file's sha256), or None."""
     from priorlab.data.store import MANIFEST_FILE
-    from priorlab.io import as_read_back, read_json, sha256_file
 
     bench = params.benchmark
     spec = prior_spec(params, prior, setup)
@@ -198,7 +197,6 @@ def cell_rows(params: Params, setup: str, prior: str, out: Path, device: torch.d
 def run_benchmark_fit(params: Params, setup: str, prior: str) -> Path:
     """``benchmark_fit@<setup>-<prior>``: train (or read) and score the prior on the setup at every seed;
     write its folder atomically (a killed stage leaves none; its checkpoints let a rerun resume)."""
-    from priorlab.io import read_json
     from priorlab.phases import resolve_device
 
     bench = params.benchmark

@@ -33,6 +33,7 @@ from priorlab.config import ModelParams, Params, ParamsError
 from priorlab.io import write_json, write_json_folder
 from priorlab.metric_registry import lookup
 from priorlab.priors.lp_nested import LpNestedPrior
+from priorlab.studies.cells import Cell, step_cost
 from priorlab.studies.isa_experiments import NAME
 
 RESPONSE_POINTS = 3000  # ground-truth samples of the latent-vs-factor plots
@@ -170,8 +171,6 @@ def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.devic
 def cells(params: Params) -> list:
     """The study's cells (:mod:`priorlab.studies.cells`): an ``isa_fit`` stage per models entry and seed,
     reading the setup's data set; cost: every strength's training."""
-    from priorlab.studies.cells import Cell, step_cost
-
     study = params.isa_study
     if not study.setup:
         return []

@@ -28,8 +28,10 @@ import torch
 
 from priorlab import paths
 from priorlab.config import BarsParams, ImagePatchesParams, ModelParams, Params, ParamsError, SetupParams
-from priorlab.data.store import in_memory
+from priorlab.data.patches import on_off_to_image
+from priorlab.data.store import build_arrays, in_memory
 from priorlab.io import write_json
+from priorlab.studies.cells import Cell
 from priorlab.studies.mssc_experiments import NAME
 
 
@@ -90,7 +92,6 @@ def bars_run(params: Params, bars: str, model: str, seed: int, *, iterations: in
 def _bars_run(params: Params, bars: str, model: str, seed: int, iterations: int, start: str,
               model_seed_offset: int) -> tuple[dict[str, Any], Any]:
     from priorlab.data.bars import bar_matrix, bars_recovery
-    from priorlab.data.store import build_arrays
 
     t0, c0 = time.perf_counter(), time.process_time()
     dp: BarsParams = params.datasets[bars]
@@ -120,8 +121,6 @@ def field_stats(W: np.ndarray, patch_size: int) -> dict[str, float]:
     """Crude shape statistics of fields (ON − OFF images), means over fields: the share of a field's
     energy in its 25 % strongest pixels (localisation) and the anisotropy ``1 - λ_min/λ_max`` of the
     energy's second moments (0 = round / globular, 1 = elongated / edge-like)."""
-    from priorlab.data.patches import on_off_to_image
-
     imgs = on_off_to_image(W.T, patch_size)
     loc, aniso = [], []
     yy, xx = np.mgrid[:patch_size, :patch_size]
@@ -147,8 +146,6 @@ def patches_run(params: Params, model: str) -> tuple[dict[str, Any], Any]:
 
 
 def _patches_run(params: Params, model: str) -> tuple[dict[str, Any], Any]:
-    from priorlab.data.store import build_arrays
-
     t0, c0 = time.perf_counter(), time.process_time()
     study = params.mssc_study
     dp: ImagePatchesParams = params.datasets[study.patches]
@@ -190,8 +187,6 @@ def cells(params: Params) -> list:
     """The study's cells (:mod:`priorlab.studies.cells`), each building its own data: an ``mssc_fit`` stage
     per model and bars data set (EM iterations x seeds), an ``mssc_patches`` stage per model, an
     ``mssc_ablation`` stage per diagnosis arm."""
-    from priorlab.studies.cells import Cell
-
     study = params.mssc_study
     out = []
     for model in study.models:

@@ -20,8 +20,10 @@ import torch
 from priorlab import paths
 from priorlab.config import ModelParams, Params, ParamsError, SetupParams
 from priorlab.config.models import loss_scaling_of
+from priorlab.data.sparse_synthetic import make_sparse_synthetic
 from priorlab.data.store import in_memory
 from priorlab.io import write_json, write_json_folder
+from priorlab.studies.cells import Cell
 from priorlab.studies.sparse_vae_experiments import NAME
 
 SUPPORT_FRACTION = 0.1  # linear baselines: a loading counts when ≥ this share of its column's max
@@ -180,8 +182,6 @@ def linear_rows(study, d: dict, seed: int) -> list[dict[str, Any]]:
 def rho_rows(params: Params, rho: float) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """Every (data set, method) row at ``rho``, in the study's order; the W of the cell's first sparse
     VAE (the heatmap's, when the cell is the first ρ); and the fitted deep models by ``<seed>-<method>``."""
-    from priorlab.data.sparse_synthetic import make_sparse_synthetic
-
     study = params.sparse_vae_study
     rows, heat, models = [], {}, {}
     for seed in range(max(study.datasets_per_rho, study.variant_datasets_per_rho)):
@@ -213,8 +213,6 @@ def cell_dir(rho: float) -> Path:
 def cells(params: Params) -> list:
     """The synthetic benchmark's cells (:mod:`priorlab.studies.cells`): a ``sparse_vae_fit`` stage per ρ,
     each building its own data sets; cost: every model on every data set of that ρ."""
-    from priorlab.studies.cells import Cell
-
     study = params.sparse_vae_study
     if not study.models:
         return []

@@ -38,12 +38,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from priorlab.config import ModelParams, Params, SparseVaeRealParams
+from priorlab.config import ModelParams, Params, ParamsError, SparseVaeRealParams
 from priorlab import paths
 from priorlab.studies.sparse_vae_experiments import NAME
 from priorlab.studies.sparse_vae_experiments.fit import choose_beta, fit_deep, in_memory
 from priorlab.io import write_json, write_json_folder
 from priorlab.models.protocol import ElboModel
+from priorlab.studies.cells import Cell
 
 TOP_MOVIES = 4  # table 3a
 FOLD_SEED = 0  # the one permutation whose blocks are the held-out folds (issue 42: disjoint test rows)
@@ -256,8 +257,6 @@ def real_rows(params: Params) -> dict[str, Any]:
 def cells(params: Params) -> list:
     """The real-data cells (:mod:`priorlab.studies.cells`): ``sparse_vae_real`` (MovieLens and PBMC, every
     model on every split) and a ``sparse_vae_ablation`` stage per MovieLens diagnosis arm."""
-    from priorlab.studies.cells import Cell
-
     sv = params.sparse_vae_study
 
     def cost(study) -> float:
@@ -293,8 +292,6 @@ def ablation_dir(name: str) -> Path:
 def run_sparse_vae_ablation(params: Params, ablation: str) -> Path:
     """``sparse_vae_ablation@<name>``: one MovieLens diagnosis arm fitted and scored on the study's folds;
     writes its rows (no model files) to :func:`ablation_dir`."""
-    from priorlab.config import ParamsError
-
     arms = params.sparse_vae_study.movielens_ablations
     if ablation not in arms:
         raise ParamsError(f"sparse_vae_study.movielens_ablations has no entry {ablation!r} (entries: {sorted(arms)})")
