@@ -155,8 +155,9 @@ def claims_section(root: Path, shared: list[str] | None = None, profile: str | N
     missing units from ``walls`` / ``gpu``), the verdict rule, the units, where replicates share a
     pretraining (``shared``: :func:`shared_pretraining`), the counts by verdict and lean, the claims
     below their plan, and every changed criterion with its old and new verdict."""
-    from priorlab.studies.claims import AGAINST, FOR, UNITS, claims_table
-    from priorlab.studies.criteria import changes_table
+    from priorlab.studies.claims import (  # lazy: scipy, ~904 ms at import priorlab.report
+        AGAINST, FOR, UNITS, claims_table)
+    from priorlab.studies.criteria import changes_table  # lazy: scipy, ~865 ms at import priorlab.report
 
     walls, gpu = walls or {}, gpu or {}
 
@@ -204,7 +205,7 @@ def claims_section(root: Path, shared: list[str] | None = None, profile: str | N
 def diagnosed_text(claims: list[dict[str, Any]]) -> str:
     """How many *not reproduced* verdicts link a diagnosis (``reports/diagnosis/<study>.md``: the settings that
     differ, the failure's evidence, one ablation, a conclusion), and which do not."""
-    from priorlab.studies.claims import NOT_REPRODUCED
+    from priorlab.studies.claims import NOT_REPRODUCED  # lazy: scipy, ~904 ms at import priorlab.report
 
     failing = [c for c in claims if c["verdict"] == NOT_REPRODUCED]
     missing = [c["key"] for c in failing if not c.get("diagnosis")]

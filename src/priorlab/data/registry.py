@@ -79,7 +79,7 @@ class DatasetBuilder:
 
 def build_smiley(params: SmileyParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Smiley faces, their factors (presence flags + binned sources), sources and presence."""
-    from priorlab.data.smiley import SmileyData, sample_smiley
+    from priorlab.data.smiley import SmileyData, sample_smiley  # lazy: scipy, ~225 ms at import priorlab.data.registry
 
     images, presence, sources = sample_smiley(params.n_train + params.n_test, rs, presence_prob=params.presence_prob)
     factors = np.concatenate([presence.astype(np.int64), SmileyData().discretise_sources(sources)], axis=1)
@@ -89,7 +89,8 @@ def build_smiley(params: SmileyParams, rs: np.random.RandomState) -> dict[str, n
 
 def build_dsprites(params: DSpritesParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Distinct points of the dSprites factor grid in a seeded random order, rendered."""
-    from priorlab.data.dsprites import FACTOR_SIZES, index_to_factors, render_dsprites
+    from priorlab.data.dsprites import (  # lazy: +1 module, ~27 ms at import priorlab.data.registry
+        FACTOR_SIZES, index_to_factors, render_dsprites)
 
     n, grid = params.n_train + params.n_test, int(np.prod(FACTOR_SIZES))
     if n > grid:
@@ -108,11 +109,12 @@ def build_mnist_format(params: MNISTParams, rs: np.random.RandomState) -> dict[s
     Bernoulli draws with the data seed).
     """
     if params.kind == "mnist":
-        from priorlab.data.mnist import load_mnist
+        from priorlab.data.mnist import load_mnist  # lazy: +3 modules, ~42 ms at import priorlab.data.registry
 
         raw = load_mnist(dtype="uint8")
     else:
-        from priorlab.data.fashion_mnist import load_fashion_mnist
+        from priorlab.data.fashion_mnist import (  # lazy: +4 modules, ~40 ms at import priorlab.data.registry
+            load_fashion_mnist)
 
         raw = load_fashion_mnist()
     split = {}
@@ -124,20 +126,20 @@ def build_mnist_format(params: MNISTParams, rs: np.random.RandomState) -> dict[s
         split[name] = (x[idx], np.asarray(y[idx], dtype=np.int64))
     x = np.concatenate([split["train"][0], split["test"][0]])
     if params.binarise != "none":
-        from priorlab.data.mnist import binarise
+        from priorlab.data.mnist import binarise  # lazy: +3 modules, ~42 ms at import priorlab.data.registry
 
         x = binarise(x.astype(np.float32) / 255.0, params.binarise, random_state=rs).astype(np.uint8)
     return {"x": x[:, None], "labels": np.concatenate([split["train"][1], split["test"][1]])}
 
 
 def _smiley_data(params: SmileyParams) -> GroundTruthData:
-    from priorlab.data.smiley import SmileyData
+    from priorlab.data.smiley import SmileyData  # lazy: scipy, ~225 ms at import priorlab.data.registry
 
     return SmileyData()
 
 
 def _dsprites_data(params: DSpritesParams) -> GroundTruthData:
-    from priorlab.data.dsprites import DSprites
+    from priorlab.data.dsprites import DSprites  # lazy: +1 module, ~27 ms at import priorlab.data.registry
 
     return DSprites(resolution=params.resolution)
 
@@ -167,7 +169,7 @@ def build_bars(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Paper 000's bars test: float32 vectors [R²] (real intensities plus Gaussian noise: uint8 images
     would quantise them and clip the noise at 0; the sparse-coding models see flat pixels anyway);
     the true bar intensities [N, 2R] (0 = absent) as ``sources``."""
-    from priorlab.data.bars import make_bars
+    from priorlab.data.bars import make_bars  # lazy: scipy, ~461 ms at import priorlab.data.registry
 
     d = make_bars(params.n_train + params.n_test, params.R, p=params.bar_prob or None, intensity=params.intensity,
                   mu=params.slab_mu, sigma_pr=params.slab_std, rule={"occlusion": "max", "linear": "sum"}[params.variant],
@@ -195,7 +197,8 @@ def _take_rows(kind: str, n_rows: int, params, rs: np.random.RandomState) -> np.
 
 def build_movielens(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Paper 003 App. C.1: binarised ratings [users, n_movies] (uint8 0/1 counts), split by users."""
-    from priorlab.data.movielens import binarise_ratings, read_ratings
+    from priorlab.data.movielens import (  # lazy: +4 modules, ~45 ms at import priorlab.data.registry
+        binarise_ratings, read_ratings)
 
     x = binarise_ratings(read_ratings(), params.n_movies, params.min_user_positives)["x"]
     return {"x": x[_take_rows("movielens", len(x), params, rs)]}
@@ -204,8 +207,9 @@ def build_movielens(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
 def build_pbmc(params, rs: np.random.RandomState, quantile: bool = False) -> dict[str, np.ndarray]:
     """PBMC counts round(expm1(raw) · n_counts / 1e4) with cell types as labels; ``quantile``:
     rows quantile-normalised to the training cells' mean sorted row (App. C.1)."""
-    from priorlab.data import packaged
-    from priorlab.data.pbmc import SPEC, counts_from_raw, find_pbmc, quantile_normalise, quantile_reference, read_h5ad_raw
+    from priorlab.data import packaged  # lazy: +3 modules, ~50 ms at import priorlab.data.registry
+    from priorlab.data.pbmc import (  # lazy: +4 modules, ~47 ms at import priorlab.data.registry
+        SPEC, counts_from_raw, find_pbmc, quantile_normalise, quantile_reference, read_h5ad_raw)
 
     source = find_pbmc()
     parsed = read_h5ad_raw(packaged.read_verified_bytes(SPEC, source), str(source))
@@ -225,7 +229,7 @@ PBMC_QUANTILE = DatasetBuilder(lambda p, rs: build_pbmc(p, rs, quantile=True), o
 
 def read_file_rows(params: FileParams):
     """The file of a ``file`` data set, read (:func:`priorlab.data.files.read_observations`)."""
-    from priorlab.data.files import read_observations
+    from priorlab.data.files import read_observations  # lazy: +1 module, ~6 ms at import priorlab.data.registry
 
     return read_observations(params.path, key=params.key, layer=params.layer or None, labels=params.labels or None,
                              factors=params.factors or None)

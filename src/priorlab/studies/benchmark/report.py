@@ -250,7 +250,8 @@ def sparse_coding_section(params: Params) -> list[str]:
     model — runs that recover every bar with the exact interval, the mean bars recovered with its t
     interval over the runs (each its own data draw and start: independent), the fitted σ² and π
     (medians) — and the patch dictionaries' shape statistics (one run per model: no interval)."""
-    from priorlab.studies.mssc_experiments.aggregate import read_cells, recovery_table
+    from priorlab.studies.mssc_experiments.aggregate import (
+        read_cells, recovery_table)  # lazy: +9 modules, ~25 ms at import priorlab.studies.benchmark.report
 
     study = params.mssc_study
     rows, patches = read_cells(params)

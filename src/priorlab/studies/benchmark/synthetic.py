@@ -71,7 +71,8 @@ def study_method(params: Params, spec: ModelParams, seed: int) -> str | None:
 def reused_rows(params: Params, prior: str) -> dict[str, dict[str, Any]]:
     """``"<ρ>/<seed>"`` → the row of paper 003's ``sparse_vae_fit`` cell that is this prior's fit on that
     data set (:func:`study_method`), its ``origin`` the stage; a ``ParamsError`` when that cell has not run."""
-    from priorlab.studies.sparse_vae_experiments.fit import cell_dir as study_cell
+    from priorlab.studies.sparse_vae_experiments.fit import (
+        cell_dir as study_cell)  # lazy: +7 modules, ~22 ms at import priorlab.studies.benchmark.synthetic
 
     study, bench = params.sparse_vae_study, params.benchmark.synthetic
     spec = prior_spec(params, prior, SYNTHETIC)
@@ -118,8 +119,9 @@ def cell_rows(params: Params, prior: str) -> list[dict[str, Any]]:
     """The prior's row per (ρ, data set): read (:func:`reused_rows`) or trained and scored by paper 003's
     :func:`~priorlab.studies.sparse_vae_experiments.fit.deep_row`; one ``not_run`` row when its model
     cannot be built on these nets (e.g. an ISA layout of another latent size)."""
-    from priorlab.models import build_model
-    from priorlab.studies.sparse_vae_experiments.fit import deep_row, setup_for
+    from priorlab.models import build_model  # lazy: +13 modules, ~30 ms at import priorlab.studies.benchmark.synthetic
+    from priorlab.studies.sparse_vae_experiments.fit import (
+        deep_row, setup_for)  # lazy: +7 modules, ~22 ms at import priorlab.studies.benchmark.synthetic
 
     study, bench = params.sparse_vae_study, params.benchmark
     spec = prior_spec(params, prior, SYNTHETIC)

@@ -40,8 +40,9 @@ def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: in
     ``iterations`` full-batch EM steps on the training rows of ``data``, started at Θ ``start``
     (:class:`~priorlab.models.sparse_coding.SparseCodingParams`; None: the data-driven initialisation);
     returns (model, last logs)."""
-    from priorlab.models.protocol import StepContext
-    from priorlab.phases import new_model
+    from priorlab.models.protocol import (  # lazy: +14 modules, ~26 ms at import priorlab.studies.mssc_experiments.fit
+        StepContext)
+    from priorlab.phases import new_model  # lazy: +19 modules, ~39 ms at import priorlab.studies.mssc_experiments.fit
 
     model = new_model(SetupParams(dataset=data.name, latent_dim=latent_dim), spec, data.obs_shape, seed)
     if start is not None:
@@ -69,8 +70,9 @@ def generating_theta(dp: BarsParams):
     """The parameters Θ the bars entry ``dp`` is drawn with (:mod:`priorlab.data.bars`): the 0/1 bars,
     the noise variance, each bar's probability and its slab (a zero variance floored at 1e-6, as Θ needs
     positive variances)."""
-    from priorlab.data.bars import bar_matrix
-    from priorlab.models.sparse_coding import SparseCodingParams
+    from priorlab.data.bars import bar_matrix  # lazy: scipy, ~404 ms at import priorlab.studies.mssc_experiments.fit
+    from priorlab.models.sparse_coding import (
+        SparseCodingParams)  # lazy: +15 modules, ~36 ms at import priorlab.studies.mssc_experiments.fit
 
     W = torch.as_tensor(bar_matrix(dp.R), dtype=torch.float64)
     fixed = dp.intensity == "fixed"
@@ -91,7 +93,8 @@ def bars_run(params: Params, bars: str, model: str, seed: int, *, iterations: in
 
 def _bars_run(params: Params, bars: str, model: str, seed: int, iterations: int, start: str,
               model_seed_offset: int) -> tuple[dict[str, Any], Any]:
-    from priorlab.data.bars import bar_matrix, bars_recovery
+    from priorlab.data.bars import (  # lazy: scipy, ~404 ms at import priorlab.studies.mssc_experiments.fit
+        bar_matrix, bars_recovery)
 
     t0, c0 = time.perf_counter(), time.process_time()
     dp: BarsParams = params.datasets[bars]
@@ -200,7 +203,7 @@ def cells(params: Params) -> list:
 def run_mssc_fit(params: Params, model: str, bars: str) -> Path:
     """``mssc_fit@<model>-<bars>``: every seed of one ``mssc_study.models`` entry on one bars entry;
     writes its model folder atomically and its metrics file."""
-    from priorlab.phases import save_model
+    from priorlab.phases import save_model  # lazy: +19 modules, ~39 ms at import priorlab.studies.mssc_experiments.fit
 
     study = params.mssc_study
     if model not in study.models or bars not in study.bars:
@@ -265,7 +268,7 @@ def run_mssc_ablation(params: Params, ablation: str) -> Path:
 def run_mssc_patches(params: Params, model: str) -> Path:
     """``mssc_patches@<model>``: the dictionary one ``mssc_study.models`` entry learns on the ``patches``
     entry (none when ``patches`` is empty: its rows.json says so); writes its model folder atomically."""
-    from priorlab.phases import save_model
+    from priorlab.phases import save_model  # lazy: +19 modules, ~39 ms at import priorlab.studies.mssc_experiments.fit
 
     study = params.mssc_study
     if model not in study.models:

@@ -142,7 +142,8 @@ def _fit_models(params: Params, study: SparseVaeRealParams, x_train, x_test, spl
     ``beta_grid`` model at the β :func:`select_beta` picks; ``selection`` says which, else empty); with
     ``keep`` each model is kept as ``models/sparse_vae_experiments/real/<label>-<split>-<name>.pt`` (the
     stage's DVC output)."""
-    from priorlab.phases import save_model
+    from priorlab.phases import (  # lazy: +5 modules, ~19 ms at import priorlab.studies.sparse_vae_experiments.real
+        save_model)
 
     data = in_memory(f"{label}-{split}", {"x_train": x_train.astype(np.float32), "x_test": x_test.astype(np.float32)})
     for name in study.models:
@@ -164,8 +165,10 @@ def movielens_rows(params: Params, study: SparseVaeRealParams | None = None,
     """Per split and method: NLL, Recall@k, NDCG@k; and the sparse VAE's top movies (split 0).  ``study``:
     the MovieLens settings (None: ``sparse_vae_study.movielens``; a diagnosis arm passes its own, with
     ``keep=False``: no model files)."""
-    from priorlab.data.movielens import load_movielens
-    from priorlab.metrics import ndcg_at_k, recall_at_k
+    from priorlab.data.movielens import (
+        load_movielens)  # lazy: +3 modules, ~8 ms at import priorlab.studies.sparse_vae_experiments.real
+    from priorlab.metrics import (
+        ndcg_at_k, recall_at_k)  # lazy: sklearn + scipy + pandas, ~1.5 s at import studies.sparse_vae_experiments.real
 
     study = study or params.sparse_vae_study.movielens
     rows: list[dict[str, Any]] = []
@@ -204,7 +207,8 @@ def movielens_rows(params: Params, study: SparseVaeRealParams | None = None,
 def single_cell_split(study: SparseVaeRealParams, split: int) -> dict[str, np.ndarray]:
     """PBMC split ``split``: the most variable genes of the training cells, quantile-normalised
     (reference = training cells) or raw counts."""
-    from priorlab.data.pbmc import load_pbmc, quantile_normalise, quantile_reference, top_variable_features
+    from priorlab.data.pbmc import (  # lazy: +3 modules, ~9 ms at import priorlab.studies.sparse_vae_experiments.real
+        load_pbmc, quantile_normalise, quantile_reference, top_variable_features)
 
     d = load_pbmc(test_fraction=study.test_fraction, random_state=FOLD_SEED, fold=split)
     keep = top_variable_features(d["x_train"], min(study.n_items, d["x_train"].shape[1]))
@@ -219,7 +223,8 @@ def single_cell_rows(params: Params) -> list[dict[str, Any]]:
     """Per split and method: held-out cell-type accuracy of the probe on the learned factors."""
     from sklearn.decomposition import PCA
 
-    from priorlab.metrics import probe_accuracy
+    from priorlab.metrics import (
+        probe_accuracy)  # lazy: sklearn + scipy + pandas, ~1.5 s at import priorlab.studies.sparse_vae_experiments.real
 
     study = params.sparse_vae_study.single_cell
     likelihood = "gaussian" if study.preprocess == "quantile" else "multinomial"

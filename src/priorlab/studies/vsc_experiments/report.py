@@ -163,7 +163,8 @@ def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from priorlab.plots.images import to_grid
+    from priorlab.plots.images import (  # lazy: matplotlib, ~547 ms at import priorlab.studies.vsc_experiments.report
+        to_grid)
 
     run, replicates, fitted = fashion_replicates(params)
     if run is None:
