@@ -18,10 +18,12 @@ from priorlab.config import ModelParams, OptimParams, Params, ParamsError
 from priorlab.data.store import Dataset, build_arrays, ground_truth, write_dataset
 from priorlab.io import as_read_back, load_torch, read_json, write_json, write_json_folder
 from priorlab.metric_registry import headline
+from priorlab.models import build_model
 from priorlab.models.protocol import Model
 from priorlab.phases import (fingerprint, fit_phase, fit_replicates_phase, load_model, load_setup_data, new_model,
                              pretrain_spec, resolve_device, save_model, start_model)
 from priorlab.studies.cells import Cell
+from priorlab.train.replicates import vectorisable
 
 
 def _run_parts(params: Params, run: str) -> tuple[str, str, int]:
@@ -230,9 +232,6 @@ def train_arms(params: Params, runs: str | list[str]) -> list[list[str]]:
     their seed, of a kind whose replicates vectorise (:func:`priorlab.train.replicates.vectorisable`), the
     model not in ``replicates.separate`` — in the order given; the others are left out (a process each).
     None under ``mode: separate``, or ``auto`` where ``device`` is not CUDA."""
-    from priorlab.models import build_model
-    from priorlab.train.replicates import vectorisable
-
     runs = [r for r in runs.split(",") if r] if isinstance(runs, str) else list(runs)
     mode = params.replicates.mode
     if mode == "auto":
@@ -265,7 +264,7 @@ def _nets_record(params: Params, setup: str) -> str:
 
 def run_evaluate(params: Params, run: str) -> dict:
     """``evaluate@<run>``: test ELBO and its terms, L_k, active dims, disentanglement metrics."""
-    from priorlab.evaluation import evaluate_model
+    from priorlab.evaluation import evaluate_model  # lazy: +2 modules, ~7 ms at import priorlab.pipeline
 
     setup, model_name, seed = _run_parts(params, run)
     data = load_setup_data(params, setup)
@@ -294,7 +293,8 @@ def run_figures(params: Params) -> list[Path]:
     """``figures``: for every run but the diagnosis arms, the figures of :data:`priorlab.plots.registry.RUN_FIGURES` that
     apply to its observation kind and model (training curves always; reconstructions and traversals
     of images).  One stage for all runs: a figure takes about a second, a process start as long."""
-    from priorlab.plots.registry import RUN_FIGURES, RunFigureInputs
+    from priorlab.plots.registry import (  # lazy: matplotlib, ~160 ms at import priorlab.pipeline
+        RUN_FIGURES, RunFigureInputs)
 
     drawn: list[Path] = []
     data_of: dict[str, Dataset] = {}
@@ -318,7 +318,7 @@ def run_figures(params: Params) -> list[Path]:
 
 def run_report(params: Params) -> Path:
     """``report``: the results tables of every run but the diagnosis arms in ``reports/README.md``."""
-    from priorlab.report import write_report
+    from priorlab.report import write_report  # lazy: pandas, ~222 ms at import priorlab.pipeline
 
     return write_report(params, [read_json(paths.evaluation_file(name, r.group)) for name, r in params.reported_runs().items()],
                         paths.REPORTS / "README.md")
@@ -330,9 +330,13 @@ def run_report(params: Params) -> Path:
 def study_cells(params: Params) -> list[Cell]:
     """Every study's cells at these params, as each study declares them (none for a study the profile
     switches off): what a scheduler spreading the pipeline over machines balances."""
-    from priorlab.studies.isa_experiments.fit import cells as isa_cells
-    from priorlab.studies.mssc_experiments.fit import cells as mssc_cells
-    from priorlab.studies.sparse_vae_experiments.fit import cells as sparse_vae_cells
-    from priorlab.studies.sparse_vae_experiments.real import cells as sparse_vae_real_cells
+    from priorlab.studies.isa_experiments.fit import (  # lazy: +4 modules, ~20 ms at import priorlab.pipeline
+        cells as isa_cells)
+    from priorlab.studies.mssc_experiments.fit import (  # lazy: +2 modules, ~8 ms at import priorlab.pipeline
+        cells as mssc_cells)
+    from priorlab.studies.sparse_vae_experiments.fit import (  # lazy: +2 modules, ~7 ms at import priorlab.pipeline
+        cells as sparse_vae_cells)
+    from priorlab.studies.sparse_vae_experiments.real import (  # lazy: +3 modules, ~13 ms at import priorlab.pipeline
+        cells as sparse_vae_real_cells)
 
     return [*isa_cells(params), *sparse_vae_cells(params), *mssc_cells(params), *sparse_vae_real_cells(params)]

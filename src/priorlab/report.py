@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from priorlab.config import Params
-from priorlab.io import atomic_path
+from priorlab.io import atomic_path, read_json
 from priorlab.metric_registry import report_columns
 
 COLUMNS = report_columns()
@@ -77,8 +77,6 @@ def settings_frame(params: Params) -> pd.DataFrame:
 def experiment_summaries(root: Path) -> list[tuple[str, dict[str, Any]]]:
     """``(name, summary)`` of every experiment summary ``root/<name>/summary.json`` that states a
     ``title`` and its ``claims``, ordered by the paper number it states (none last), then name."""
-    from priorlab.io import read_json
-
     found = []
     for f in sorted(Path(root).glob("*/summary.json")):
         summary = read_json(f)
@@ -116,8 +114,6 @@ def stage_walls(path: Path = TIMINGS) -> dict[str, float]:
     """Stage name -> wall seconds of the full run named by the record's ``latest`` key ({} without
     one); a stage that run lacks (added since) from the ``supplement`` run, its walls divided by that
     run's ``wall_ratio_to_latest`` (the median ratio of the stages both ran: a slower machine)."""
-    from priorlab.io import read_json
-
     record = read_json(path) if Path(path).is_file() else {}
     walls = {name: float(s["wall_s"]) for name, s in record.get(record.get("latest", ""), {}).get("stages", {}).items()
              if "wall_s" in s}
@@ -130,8 +126,6 @@ def stage_walls(path: Path = TIMINGS) -> dict[str, float]:
 
 
 def claim_gpu_hours(path: Path = GPU_HOURS) -> dict[str, float]:
-    from priorlab.io import read_json
-
     return read_json(path).get("by_claim_gpu_hours", {}) if Path(path).is_file() else {}
 
 
@@ -161,8 +155,9 @@ def claims_section(root: Path, shared: list[str] | None = None, profile: str | N
     missing units from ``walls`` / ``gpu``), the verdict rule, the units, where replicates share a
     pretraining (``shared``: :func:`shared_pretraining`), the counts by verdict and lean, the claims
     below their plan, and every changed criterion with its old and new verdict."""
-    from priorlab.studies.claims import AGAINST, FOR, UNITS, claims_table
-    from priorlab.studies.criteria import changes_table
+    from priorlab.studies.claims import (  # lazy: scipy, ~904 ms at import priorlab.report
+        AGAINST, FOR, UNITS, claims_table)
+    from priorlab.studies.criteria import changes_table  # lazy: scipy, ~865 ms at import priorlab.report
 
     walls, gpu = walls or {}, gpu or {}
 
@@ -210,7 +205,7 @@ def claims_section(root: Path, shared: list[str] | None = None, profile: str | N
 def diagnosed_text(claims: list[dict[str, Any]]) -> str:
     """How many *not reproduced* verdicts link a diagnosis (``reports/diagnosis/<study>.md``: the settings that
     differ, the failure's evidence, one ablation, a conclusion), and which do not."""
-    from priorlab.studies.claims import NOT_REPRODUCED
+    from priorlab.studies.claims import NOT_REPRODUCED  # lazy: scipy, ~904 ms at import priorlab.report
 
     failing = [c for c in claims if c["verdict"] == NOT_REPRODUCED]
     missing = [c["key"] for c in failing if not c.get("diagnosis")]

@@ -42,6 +42,8 @@ import threading
 import traceback
 from pathlib import Path
 
+import priorlab
+
 POLL_S = 0.05
 
 
@@ -72,8 +74,6 @@ def preload_modules(scripts_dir: Path) -> list[str]:
     """What the preloaded process imports: the stage scripts' top-level imports, every priorlab module
     (stages import metrics, plots and studies inside functions) and :data:`LAZY_IMPORTS`."""
     import pkgutil
-
-    import priorlab
 
     ours = [m.name for m in pkgutil.walk_packages(priorlab.__path__, "priorlab.") if not m.name.endswith("__main__")]
     return [*stage_imports(scripts_dir), *sorted(ours), *LAZY_IMPORTS]

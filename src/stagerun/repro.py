@@ -511,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        from priorlab.config import check_machine, check_once
+        from priorlab.config import check_machine, check_once  # lazy: yaml, ~96 ms at import stagerun.repro
 
         if Path("params.yaml").is_file():  # make repro's check: an invalid params.yaml starts nothing (one line, exit 2)
             check_once("params.yaml")

@@ -124,7 +124,7 @@ def pretrain_cost(params, setup: str) -> float:
 def cell_costs(params) -> dict[str, tuple[str | None, float]]:
     """The study cells of ``params`` as the studies declare them (:func:`priorlab.pipeline.study_cells`):
     stage -> (the data set stage it reads, None when it builds its own data; its cost in VAE steps)."""
-    from priorlab.pipeline import study_cells
+    from priorlab.pipeline import study_cells  # lazy: torch + yaml, ~1.8 s at import stagerun.shard
 
     return {cell.stage: (cell.dataset, cell.cost) for cell in study_cells(params)}
 
@@ -325,7 +325,7 @@ def wait_for(root: Path, stages: dict[str, int], count: int, remote: str | None,
 
 
 def _load(root: Path):
-    from priorlab.config import load_params
+    from priorlab.config import load_params  # lazy: yaml, ~96 ms at import stagerun.shard
 
     return load_params(root / "params.yaml")
 
@@ -357,7 +357,7 @@ def cmd_run(root: Path, index: int, count: int, do_push: bool, remote: str | Non
     """One shard, in three steps, each pushed with ``--push`` before the next: the ``data@`` stages it
     owns; the ``pretrain@``/``prior_init@`` stages it owns (after restoring foreign data they read);
     its runs (after restoring the foreign setups they start from)."""
-    from stagerun.repro import exit_status, reproduce
+    from stagerun.repro import exit_status, reproduce  # lazy: +3 modules, ~29 ms at import stagerun.shard
 
     def log(message: str) -> None:
         print(message, flush=True)
@@ -433,7 +433,7 @@ def _remote_check(root: Path, remote: str | None) -> None:
 
 def cmd_collect(root: Path, remote: str | None, jobs: int, gpus: Sequence[str] | None, do_push: bool) -> int:
     """Fetch every pushed run of this pipeline, then reproduce everything (restoring what was pushed)."""
-    from stagerun.repro import exit_status, reproduce
+    from stagerun.repro import exit_status, reproduce  # lazy: +3 modules, ~29 ms at import stagerun.shard
 
     def log(message: str) -> None:
         print(message, flush=True)
@@ -522,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: run it again to continue (what was pushed stays pushed)", file=sys.stderr)
         return 130
     except Exception as exc:  # DVC's lock held by another process, ...: one line, as the runner's
-        from stagerun.repro import debugging
+        from stagerun.repro import debugging  # lazy: +3 modules, ~29 ms at import stagerun.shard
 
         line = dvc_adapter.user_situation(exc)
         if line is None or debugging():

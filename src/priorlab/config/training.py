@@ -55,7 +55,7 @@ class SetupParams:
         return 1.8 if self.encoder in ("conv", "conv3") else 1.0
 
     def check(self, key: str) -> None:
-        from priorlab.likelihoods import LIKELIHOODS  # the registry (imports torch: only when checking)
+        from priorlab.likelihoods import LIKELIHOODS  # lazy: torch, ~1.7 s at import priorlab.config
 
         _one_of(f"{key}.likelihood", self.likelihood, tuple(LIKELIHOODS))
         _positive(f"{key}.latent_dim", self.latent_dim)

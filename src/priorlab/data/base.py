@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from priorlab.errors import DataError
+
 
 def heldout_rows(n: int, test_fraction: float, random_state, fold: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sorted (train, test) row indices of ``n`` rows, ``round(test_fraction · n)`` held out.  Without
@@ -120,8 +122,6 @@ class TableGroundTruth(GroundTruthData):
         return self.factors[idx], self.observations[idx]
 
     def sample_observations_from_factors(self, factors: np.ndarray, random_state) -> np.ndarray:
-        from priorlab.errors import DataError
-
         rs = as_random_state(random_state)
         out = []
         for value in np.asarray(factors, dtype=np.int64):

@@ -102,7 +102,7 @@ def _table(path: Path, suffix: str, labels: str | None):
 
 
 def _h5ad(path: Path, layer: str | None, labels: str | None):
-    from priorlab.data.pbmc import require_h5py
+    from priorlab.data.pbmc import require_h5py  # lazy: +4 modules, ~47 ms at import priorlab.data.files
 
     h5py = require_h5py()
     with h5py.File(path, "r") as f:

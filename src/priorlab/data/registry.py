@@ -31,7 +31,9 @@ import numpy as np
 from priorlab.config import DATASET_PARAMS, DatasetParams, DSpritesParams, FileParams, MNISTParams, SmileyParams
 from priorlab.config.checks import builder_for
 from priorlab.data.arrays import observation_kind
-from priorlab.data.base import GroundTruthData
+from priorlab.data.base import GroundTruthData, TableGroundTruth
+from priorlab.data.patches import sample_patches
+from priorlab.data.sparse_synthetic import N_FACTORS, N_FEATURES, sparse_map
 from priorlab.errors import DataError
 
 ObservationKind = Literal["image", "vector", "counts"]
@@ -77,7 +79,7 @@ class DatasetBuilder:
 
 def build_smiley(params: SmileyParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Smiley faces, their factors (presence flags + binned sources), sources and presence."""
-    from priorlab.data.smiley import SmileyData, sample_smiley
+    from priorlab.data.smiley import SmileyData, sample_smiley  # lazy: scipy, ~225 ms at import priorlab.data.registry
 
     images, presence, sources = sample_smiley(params.n_train + params.n_test, rs, presence_prob=params.presence_prob)
     factors = np.concatenate([presence.astype(np.int64), SmileyData().discretise_sources(sources)], axis=1)
@@ -87,7 +89,8 @@ def build_smiley(params: SmileyParams, rs: np.random.RandomState) -> dict[str, n
 
 def build_dsprites(params: DSpritesParams, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Distinct points of the dSprites factor grid in a seeded random order, rendered."""
-    from priorlab.data.dsprites import FACTOR_SIZES, index_to_factors, render_dsprites
+    from priorlab.data.dsprites import (  # lazy: +1 module, ~27 ms at import priorlab.data.registry
+        FACTOR_SIZES, index_to_factors, render_dsprites)
 
     n, grid = params.n_train + params.n_test, int(np.prod(FACTOR_SIZES))
     if n > grid:
@@ -106,11 +109,12 @@ def build_mnist_format(params: MNISTParams, rs: np.random.RandomState) -> dict[s
     Bernoulli draws with the data seed).
     """
     if params.kind == "mnist":
-        from priorlab.data.mnist import load_mnist
+        from priorlab.data.mnist import load_mnist  # lazy: +3 modules, ~42 ms at import priorlab.data.registry
 
         raw = load_mnist(dtype="uint8")
     else:
-        from priorlab.data.fashion_mnist import load_fashion_mnist
+        from priorlab.data.fashion_mnist import (  # lazy: +4 modules, ~40 ms at import priorlab.data.registry
+            load_fashion_mnist)
 
         raw = load_fashion_mnist()
     split = {}
@@ -122,20 +126,20 @@ def build_mnist_format(params: MNISTParams, rs: np.random.RandomState) -> dict[s
         split[name] = (x[idx], np.asarray(y[idx], dtype=np.int64))
     x = np.concatenate([split["train"][0], split["test"][0]])
     if params.binarise != "none":
-        from priorlab.data.mnist import binarise
+        from priorlab.data.mnist import binarise  # lazy: +3 modules, ~42 ms at import priorlab.data.registry
 
         x = binarise(x.astype(np.float32) / 255.0, params.binarise, random_state=rs).astype(np.uint8)
     return {"x": x[:, None], "labels": np.concatenate([split["train"][1], split["test"][1]])}
 
 
 def _smiley_data(params: SmileyParams) -> GroundTruthData:
-    from priorlab.data.smiley import SmileyData
+    from priorlab.data.smiley import SmileyData  # lazy: scipy, ~225 ms at import priorlab.data.registry
 
     return SmileyData()
 
 
 def _dsprites_data(params: DSpritesParams) -> GroundTruthData:
-    from priorlab.data.dsprites import DSprites
+    from priorlab.data.dsprites import DSprites  # lazy: +1 module, ~27 ms at import priorlab.data.registry
 
     return DSprites(resolution=params.resolution)
 
@@ -149,8 +153,6 @@ MNIST_FORMAT = DatasetBuilder(build_mnist_format, observation_kind="image", vers
 
 def build_sparse_synthetic(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Paper 003 §2.2: z ~ N(0, [[1, ρ], [ρ, 1]]), x = f(z) + noise (f of eq. 9); the true z as ``sources``."""
-    from priorlab.data.sparse_synthetic import N_FACTORS, N_FEATURES, sparse_map
-
     n = params.n_train + params.n_test
     chol = np.linalg.cholesky(np.array([[1.0, params.rho], [params.rho, 1.0]]))
     z = rs.standard_normal((n, N_FACTORS)) @ chol.T
@@ -167,7 +169,7 @@ def build_bars(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Paper 000's bars test: float32 vectors [R²] (real intensities plus Gaussian noise: uint8 images
     would quantise them and clip the noise at 0; the sparse-coding models see flat pixels anyway);
     the true bar intensities [N, 2R] (0 = absent) as ``sources``."""
-    from priorlab.data.bars import make_bars
+    from priorlab.data.bars import make_bars  # lazy: scipy, ~461 ms at import priorlab.data.registry
 
     d = make_bars(params.n_train + params.n_test, params.R, p=params.bar_prob or None, intensity=params.intensity,
                   mu=params.slab_mu, sigma_pr=params.slab_std, rule={"occlusion": "max", "linear": "sum"}[params.variant],
@@ -177,8 +179,6 @@ def build_bars(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
 
 def build_image_patches(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Natural-image patches of scikit-learn's sample photographs (:mod:`priorlab.data.patches`)."""
-    from priorlab.data.patches import sample_patches
-
     return {"x": sample_patches(params.n_train + params.n_test, params.patch_size, rs, params.preprocess,
                                 tuple(params.dog_sigmas))}
 
@@ -197,7 +197,8 @@ def _take_rows(kind: str, n_rows: int, params, rs: np.random.RandomState) -> np.
 
 def build_movielens(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
     """Paper 003 App. C.1: binarised ratings [users, n_movies] (uint8 0/1 counts), split by users."""
-    from priorlab.data.movielens import binarise_ratings, read_ratings
+    from priorlab.data.movielens import (  # lazy: +4 modules, ~45 ms at import priorlab.data.registry
+        binarise_ratings, read_ratings)
 
     x = binarise_ratings(read_ratings(), params.n_movies, params.min_user_positives)["x"]
     return {"x": x[_take_rows("movielens", len(x), params, rs)]}
@@ -206,8 +207,9 @@ def build_movielens(params, rs: np.random.RandomState) -> dict[str, np.ndarray]:
 def build_pbmc(params, rs: np.random.RandomState, quantile: bool = False) -> dict[str, np.ndarray]:
     """PBMC counts round(expm1(raw) · n_counts / 1e4) with cell types as labels; ``quantile``:
     rows quantile-normalised to the training cells' mean sorted row (App. C.1)."""
-    from priorlab.data import packaged
-    from priorlab.data.pbmc import SPEC, counts_from_raw, find_pbmc, quantile_normalise, quantile_reference, read_h5ad_raw
+    from priorlab.data import packaged  # lazy: +3 modules, ~50 ms at import priorlab.data.registry
+    from priorlab.data.pbmc import (  # lazy: +4 modules, ~47 ms at import priorlab.data.registry
+        SPEC, counts_from_raw, find_pbmc, quantile_normalise, quantile_reference, read_h5ad_raw)
 
     source = find_pbmc()
     parsed = read_h5ad_raw(packaged.read_verified_bytes(SPEC, source), str(source))
@@ -227,7 +229,7 @@ PBMC_QUANTILE = DatasetBuilder(lambda p, rs: build_pbmc(p, rs, quantile=True), o
 
 def read_file_rows(params: FileParams):
     """The file of a ``file`` data set, read (:func:`priorlab.data.files.read_observations`)."""
-    from priorlab.data.files import read_observations
+    from priorlab.data.files import read_observations  # lazy: +1 module, ~6 ms at import priorlab.data.registry
 
     return read_observations(params.path, key=params.key, layer=params.layer or None, labels=params.labels or None,
                              factors=params.factors or None)
@@ -260,8 +262,6 @@ def build_file(params: FileParams, rs: np.random.RandomState) -> dict[str, np.nd
 
 def _file_ground_truth(params: FileParams) -> GroundTruthData | None:
     """The test rows of a file with ``factors``, as a table (None without factors)."""
-    from priorlab.data.base import TableGroundTruth
-
     if not params.factors:
         return None
     arrays = build_file(params, np.random.RandomState(params.seed))  # the data stage's draw (seeded)

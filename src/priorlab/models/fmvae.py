@@ -32,8 +32,10 @@ from priorlab.config import FactorialMixtureParams, ParamsError
 from priorlab.device import deferred_value_checks
 from priorlab.io import pack_flags
 from priorlab.models.elbo import ElboTerms
+from priorlab.models.posterior import GaussianPosterior
 from priorlab.models.protocol import Batch, TrainingSet
 from priorlab.models.vae import VAE
+from priorlab.nets import build_nets
 from priorlab.priors.factorial_mixture import FactorialMixturePrior
 
 class FactorialMixtureLatent(Distribution):
@@ -351,9 +353,6 @@ class FactorialMixtureVAE(VAE):
 
 def build_fmvae(setup, model: FactorialMixtureParams, obs_shape: tuple[int, ...]) -> FactorialMixtureVAE:
     """The builder of kind ``fmvae`` (``FactorialMixtureParams.BUILDER``): the plain VAE's nets of the setup."""
-    from priorlab.nets import build_nets
-    from priorlab.models.posterior import GaussianPosterior
-
     if setup.latent_dim % model.num_factors:
         raise ParamsError(f"latent_dim {setup.latent_dim} is not divisible by num_factors {model.num_factors}")
     posterior = GaussianPosterior(setup.latent_dim)

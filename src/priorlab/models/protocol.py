@@ -29,6 +29,8 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Distribution
 
+from priorlab.device import fits_on, same_device
+
 if TYPE_CHECKING:
     from priorlab.data.store import Dataset
     from priorlab.likelihoods import Likelihood
@@ -72,8 +74,6 @@ class TrainingSet:
     def to(self, device: torch.device | str, fraction: float = 0.5) -> TrainingSet:
         """The same rows with ``x`` and the labels on ``device`` when they take at most ``fraction`` of
         its free memory (:func:`priorlab.device.fits_on`); else (and on the CPU) ``self`` unchanged."""
-        from priorlab.device import fits_on, same_device
-
         device = torch.device(device)
         if same_device(self.x.device, device):
             return self

@@ -218,7 +218,7 @@ def inverse_gamma_log_posterior(sigma2: torch.Tensor, residuals: torch.Tensor, n
 
 # --- the model ---------------------------------------------------------------------------------
 
-from priorlab.models.elbo import PAPER_SCALING, LossScaling  # noqa: E402  (the blocks above need neither)
+from priorlab.models.elbo import PAPER_SCALING, LossScaling, elbo_terms  # noqa: E402  (the blocks above need neither)
 from priorlab.models.vae import VAE  # noqa: E402
 
 
@@ -259,7 +259,6 @@ class SparseVAE(VAE):
     def terms(self, x: torch.Tensor, labels: torch.Tensor | None = None):
         if self.prior_cov is None:
             return super().terms(x, labels)
-        from priorlab.models.elbo import elbo_terms
 
         q = self.posterior(x)
         base = q.base_dist  # GaussianPosterior: Independent(Normal(μ, σ))

@@ -40,19 +40,21 @@ class RunFigure:
 
 
 def _curves(f: RunFigureInputs, path: Path) -> Path:
-    from priorlab.plots.curves import plot_training_curves
+    from priorlab.plots.curves import (  # lazy: pyplot + pandas, ~602 ms at import priorlab.plots.registry
+        plot_training_curves)
 
     return plot_training_curves(f.live_dirs, path, title=f.title)
 
 
 def _reconstructions(f: RunFigureInputs, path: Path) -> Path:
-    from priorlab.plots.reconstructions import plot_reconstructions
+    from priorlab.plots.reconstructions import (  # lazy: pyplot, ~310 ms at import priorlab.plots.registry
+        plot_reconstructions)
 
     return plot_reconstructions(f.model, f.x, path, title=f.title)
 
 
 def _traversals(f: RunFigureInputs, path: Path) -> Path:
-    from priorlab.plots.traversals import plot_traversals
+    from priorlab.plots.traversals import plot_traversals  # lazy: pyplot, ~323 ms at import priorlab.plots.registry
 
     p = f.params
     return plot_traversals(f.model, f.x, path, steps=p.traversal_steps, span=p.traversal_range,

@@ -13,7 +13,7 @@ names its ``(spec, latent_dim) -> Prior`` function here.
 
 from __future__ import annotations
 
-from priorlab.config import PRIOR_PARAMS, LpNestedPriorParams, PriorParams
+from priorlab.config import PRIOR_PARAMS, LpNestedPriorParams, ParamsError, PriorParams
 from priorlab.config.checks import builder_for
 from priorlab.priors.base import Prior
 from priorlab.priors.standard_normal import StandardNormalPrior
@@ -26,8 +26,7 @@ def build_standard_normal(spec: PriorParams, latent_dim: int) -> Prior:
 
 def build_lp_nested(spec: LpNestedPriorParams, latent_dim: int) -> Prior:
     """The Lp-nested prior of paper 004 (kind ``lp_nested``); its subspaces must hold ``latent_dim`` latents."""
-    from priorlab.config import ParamsError
-    from priorlab.priors.lp_nested import LpNestedPrior
+    from priorlab.priors.lp_nested import LpNestedPrior  # lazy: +3 modules, ~12 ms at import priorlab.priors
 
     prior = LpNestedPrior(spec.layout(), learn_exponents=spec.learn_exponents, scale=spec.scale, lr=spec.lr)
     if prior.latent_dim != latent_dim:

@@ -12,6 +12,8 @@ import torch
 
 from priorlab import paths
 from priorlab.config import Params
+from priorlab.errors import UserError
+from priorlab.io import read_json
 
 if TYPE_CHECKING:
     from priorlab.data.store import Dataset
@@ -21,9 +23,6 @@ if TYPE_CHECKING:
 def stage_output(path: Path, stage: str, study: str) -> dict:
     """The JSON file ``path`` that ``stage`` writes, read; a ``UserError`` naming the stage (and the study
     whose ``dvc repro`` runs it) when it has not run."""
-    from priorlab.errors import UserError
-    from priorlab.io import read_json
-
     if not path.is_file():
         raise UserError(f"{path} is missing: stage {stage} has not run (dvc repro {study} runs it)")
     return read_json(path)
@@ -66,7 +65,7 @@ def pretraining_unit(params: Params, run: str) -> str:
 
 def load_trained(params: Params, run: str) -> tuple[VAE, Dataset]:
     """The trained model of ``run`` (eval mode) and the data set of its setup."""
-    from priorlab.phases import load_model, load_setup_data
+    from priorlab.phases import load_model, load_setup_data  # lazy: +26 modules, ~56 ms at import priorlab.studies.runs
 
     r = params.run(run)
     data = load_setup_data(params, r.setup)

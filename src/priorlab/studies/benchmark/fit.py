@@ -34,8 +34,10 @@ import torch
 
 from priorlab import paths
 from priorlab.config import IsaStudyParams, ModelParams, Params, ParamsError
-from priorlab.io import load_torch, write_json
+from priorlab.device import model_device
+from priorlab.io import as_read_back, load_torch, read_json, sha256_file, write_json
 from priorlab.metric_registry import headline
+from priorlab.metrics import probe_accuracy
 from priorlab.studies.benchmark import NAME
 from priorlab.studies.benchmark.scores import smiley_contrast, zero_share
 
@@ -71,7 +73,8 @@ def prior_spec(params: Params, prior: str, setup: str) -> ModelParams:
 def reused_model(params: Params, setup: str, spec: ModelParams, seed: int) -> tuple[str, Path] | None:
     """The ``isa_fit`` stage and model file of paper 004's study that trained ``spec`` on ``setup`` at
     ``seed`` with the benchmark's ``train`` settings — the same model the benchmark would train — or None."""
-    from priorlab.studies.isa_experiments.fit import cell_dir as isa_cell_dir, cell_name, study_runs
+    from priorlab.studies.isa_experiments.fit import (  # lazy: +8 modules, ~18 ms at import studies.benchmark.fit
+        cell_dir as isa_cell_dir, cell_name, study_runs)
 
     study = params.isa_study
     if study.setup != setup or seed not in study.seeds or study.train != params.benchmark.train:
@@ -85,7 +88,8 @@ def reused_model(params: Params, setup: str, spec: ModelParams, seed: int) -> tu
 def train(params: Params, prior: str, setup: str, spec: ModelParams, seed: int, data, device: torch.device):
     """A benchmark model from scratch: weights from ``seed``, the prior initialised (paper 001's GMM
     fit for the factorial mixture, nothing for fixed priors), then ``benchmark.train`` at ``seed``."""
-    from priorlab.phases import fingerprint, fit_phase, start_model
+    from priorlab.phases import (  # lazy: +23 modules, ~59 ms at import priorlab.studies.benchmark.fit
+        fingerprint, fit_phase, start_model)
 
     opt = dataclasses.replace(params.benchmark.train, seed=seed)
     model, _ = start_model(params.setup(setup), spec, data, None, seed, device)
@@ -102,10 +106,9 @@ def score(params: Params, model, data, gt, device: torch.device) -> dict[str, An
     log p(x) by importance weighting, active dimensions, the disentanglement metrics where the data set
     has factors), the per-observation sparsity, and where the data allow the linear-probe accuracy on
     the labels and paper 002's correlation contrast (Smiley)."""
-    from priorlab.device import model_device
-    from priorlab.evaluation import evaluate_model
-    from priorlab.metrics import probe_accuracy
-    from priorlab.models.estimates import encode_means
+    from priorlab.evaluation import evaluate_model  # lazy: +20 modules, ~45 ms at import priorlab.studies.benchmark.fit
+    from priorlab.models.estimates import (  # lazy: +14 modules, ~28 ms at import priorlab.studies.benchmark.fit
+        encode_means)
 
     bench = params.benchmark
     ev = bench.evaluate
@@ -131,8 +134,7 @@ def plan_record(params: Params, setup: str, prior: str) -> dict[str, Any]:
     """Everything cell ``(setup, prior)`` reads: the setup, its data set's manifest (params and the arrays'
     sha256), the model's settings, ``benchmark``'s training and scoring settings, and for each seed the
     ``isa_fit`` model it reads instead of training (its stage and the file's sha256), or None."""
-    from priorlab.data.store import MANIFEST_FILE
-    from priorlab.io import as_read_back, read_json, sha256_file
+    from priorlab.data.store import MANIFEST_FILE  # lazy: +5 modules, ~17 ms at import priorlab.studies.benchmark.fit
 
     bench = params.benchmark
     spec = prior_spec(params, prior, setup)
@@ -158,9 +160,10 @@ def plan_record(params: Params, setup: str, prior: str) -> dict[str, Any]:
 def cell_rows(params: Params, setup: str, prior: str, out: Path, device: torch.device) -> list[dict[str, Any]]:
     """The rows of one prior on one setup, a row per seed (trained models saved under ``out``), or one
     ``not_run`` row when its model cannot be built there."""
-    from priorlab.data.store import ground_truth
-    from priorlab.models import build_model
-    from priorlab.phases import load_setup_data, save_model
+    from priorlab.data.store import ground_truth  # lazy: +5 modules, ~17 ms at import priorlab.studies.benchmark.fit
+    from priorlab.models import build_model  # lazy: +13 modules, ~31 ms at import priorlab.studies.benchmark.fit
+    from priorlab.phases import (  # lazy: +23 modules, ~59 ms at import priorlab.studies.benchmark.fit
+        load_setup_data, save_model)
 
     bench = params.benchmark
     spec = prior_spec(params, prior, setup)
@@ -198,8 +201,7 @@ def cell_rows(params: Params, setup: str, prior: str, out: Path, device: torch.d
 def run_benchmark_fit(params: Params, setup: str, prior: str) -> Path:
     """``benchmark_fit@<setup>-<prior>``: train (or read) and score the prior on the setup at every seed;
     write its folder atomically (a killed stage leaves none; its checkpoints let a rerun resume)."""
-    from priorlab.io import read_json
-    from priorlab.phases import resolve_device
+    from priorlab.phases import resolve_device  # lazy: +23 modules, ~59 ms at import priorlab.studies.benchmark.fit
 
     bench = params.benchmark
     if setup not in bench.setups or prior not in bench.priors:

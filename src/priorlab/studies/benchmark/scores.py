@@ -24,6 +24,7 @@ def zero_share(codes: np.ndarray, threshold: float) -> float:
 def smiley_contrast(codes: np.ndarray, presence: np.ndarray, sources: np.ndarray, active_threshold: float) -> float:
     """Paper 002's correlation contrast of a Smiley code (fig. 3): the source-latent correlation matrix
     with latents inactive on these points zeroed, summarised by :func:`priorlab.metrics.correlation_contrast`."""
-    from priorlab.studies.vsc_experiments.scores import source_correlation
+    from priorlab.studies.vsc_experiments.scores import (
+        source_correlation)  # lazy: torch + yaml, ~1.8 s at import priorlab.studies.benchmark.scores
 
     return float(metrics.correlation_contrast(source_correlation(codes, presence, sources, active_threshold)))

@@ -23,8 +23,10 @@ from typing import Any
 
 from priorlab import paths
 from priorlab.config import BenchmarkPriorParams, ModelParams, Params, ParamsError
+from priorlab.config.models import loss_scaling_of
+from priorlab.data.sparse_synthetic import make_sparse_synthetic
 from priorlab.errors import UserError
-from priorlab.io import write_json
+from priorlab.io import as_read_back, read_json, write_json
 from priorlab.studies.benchmark import NAME
 from priorlab.studies.benchmark.fit import plan_dir, prior_spec
 from priorlab.studies.intervals import Estimate, clopper_pearson, mean_t
@@ -69,8 +71,8 @@ def study_method(params: Params, spec: ModelParams, seed: int) -> str | None:
 def reused_rows(params: Params, prior: str) -> dict[str, dict[str, Any]]:
     """``"<ρ>/<seed>"`` → the row of paper 003's ``sparse_vae_fit`` cell that is this prior's fit on that
     data set (:func:`study_method`), its ``origin`` the stage; a ``ParamsError`` when that cell has not run."""
-    from priorlab.io import read_json
-    from priorlab.studies.sparse_vae_experiments.fit import cell_dir as study_cell
+    from priorlab.studies.sparse_vae_experiments.fit import (
+        cell_dir as study_cell)  # lazy: +7 modules, ~22 ms at import priorlab.studies.benchmark.synthetic
 
     study, bench = params.sparse_vae_study, params.benchmark.synthetic
     spec = prior_spec(params, prior, SYNTHETIC)
@@ -99,8 +101,6 @@ def reused_rows(params: Params, prior: str) -> dict[str, dict[str, Any]]:
 def plan_record(params: Params, prior: str) -> dict[str, Any]:
     """Everything cell ``benchmark_synthetic@<prior>`` reads: the prior's settings, ``sparse_vae_study``'s
     data, nets and training, the ρ and data sets, and the rows it reads from paper 003's cells."""
-    from priorlab.io import as_read_back
-
     bench = params.benchmark
     return as_read_back({
         "prior": prior, "label": bench.label(prior), "model": bench.priors[prior].model_for(SYNTHETIC),
@@ -119,10 +119,9 @@ def cell_rows(params: Params, prior: str) -> list[dict[str, Any]]:
     """The prior's row per (ρ, data set): read (:func:`reused_rows`) or trained and scored by paper 003's
     :func:`~priorlab.studies.sparse_vae_experiments.fit.deep_row`; one ``not_run`` row when its model
     cannot be built on these nets (e.g. an ISA layout of another latent size)."""
-    from priorlab.config.models import loss_scaling_of
-    from priorlab.data.sparse_synthetic import make_sparse_synthetic
-    from priorlab.models import build_model
-    from priorlab.studies.sparse_vae_experiments.fit import deep_row, setup_for
+    from priorlab.models import build_model  # lazy: +13 modules, ~30 ms at import priorlab.studies.benchmark.synthetic
+    from priorlab.studies.sparse_vae_experiments.fit import (
+        deep_row, setup_for)  # lazy: +7 modules, ~22 ms at import priorlab.studies.benchmark.synthetic
 
     study, bench = params.sparse_vae_study, params.benchmark
     spec = prior_spec(params, prior, SYNTHETIC)
@@ -150,8 +149,6 @@ def cell_rows(params: Params, prior: str) -> list[dict[str, Any]]:
 def run_benchmark_synthetic(params: Params, prior: str) -> Path:
     """``benchmark_synthetic@<prior>``: the prior on every synthetic data set of the plan; its folder
     written atomically (a killed stage leaves none)."""
-    from priorlab.io import read_json
-
     if prior not in params.benchmark.priors:
         raise ParamsError(f"the benchmark has no prior {prior!r} (priors {sorted(params.benchmark.priors)})")
     plan = plan_file(prior)
@@ -170,8 +167,6 @@ def run_benchmark_synthetic(params: Params, prior: str) -> Path:
 def read_rows(params: Params) -> list[dict[str, Any]]:
     """Every row of every ``benchmark_synthetic`` cell, priors in params order; a ``UserError`` naming the
     first cell that has not run or holds other data sets than ``benchmark.synthetic`` asks for."""
-    from priorlab.io import read_json
-
     bench = params.benchmark
     want = [(float(r), s) for r in bench.synthetic.rhos for s in range(bench.synthetic.datasets_per_rho)]
     rows = []

@@ -108,10 +108,13 @@ def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | N
     """The ceiling of ``factor`` on ``setup_name``'s data (``resolution``: dSprites re-rendered) by the
     classifier of seed ``supervised_ceiling.seed + replicate``, and that classifier (its best-validation
     weights)."""
-    from priorlab.data.dsprites import render_dsprites
-    from priorlab.models.fmvae import data_factor_labels
-    from priorlab.nets import build_encoder
-    from priorlab.phases import load_setup_data
+    from priorlab.data.dsprites import (
+        render_dsprites)  # lazy: +3 modules, ~30 ms at import priorlab.studies.fmvae_experiments.supervised_ceiling
+    from priorlab.models.fmvae import data_factor_labels  # lazy: torch._dynamo + sympy, ~1.4 s at import
+    from priorlab.nets import (
+        build_encoder)  # lazy: +5 modules, ~17 ms at import priorlab.studies.fmvae_experiments.supervised_ceiling
+    from priorlab.phases import (
+        load_setup_data)  # lazy: +26 modules, ~52 ms at import priorlab.studies.fmvae_experiments.supervised_ceiling
 
     cfg, setup = params.supervised_ceiling, params.setup(setup_name)
     data = load_setup_data(params, setup_name)
@@ -161,7 +164,8 @@ def run_supervised_ceiling(params: Params) -> dict[str, Any]:
     extra ``resolutions``) into ``models/supervised_ceiling/ceilings.json`` and each classifier into
     ``models/supervised_ceiling/<setup>-<factor>-<resolution>.pt`` (DVC cache); the headline numbers into
     ``metrics/fmvae_experiments/supervised_ceiling/<setup>-<factor>-<resolution>.json`` (:func:`headline`)."""
-    from priorlab.phases import save_model
+    from priorlab.phases import (
+        save_model)  # lazy: +26 modules, ~52 ms at import priorlab.studies.fmvae_experiments.supervised_ceiling
 
     cfg = params.supervised_ceiling
     shutil.rmtree(MODELS, ignore_errors=True)  # only this run's classifiers

@@ -33,6 +33,7 @@ from priorlab.config import ModelParams, Params, ParamsError
 from priorlab.io import write_json, write_json_folder
 from priorlab.metric_registry import lookup
 from priorlab.priors.lp_nested import LpNestedPrior
+from priorlab.studies.cells import Cell, step_cost
 from priorlab.studies.isa_experiments import NAME
 
 RESPONSE_POINTS = 3000  # ground-truth samples of the latent-vs-factor plots
@@ -125,7 +126,8 @@ def chen_scores(posterior, gt, p) -> dict[str, Any]:
     """The claim's metric (``isa_study.mig_chen``): Chen et al.'s MIG over all factors and without
     ``shape`` on ``p.n_points`` seeded ground-truth samples, and the noise floor without shape (the
     largest over ``p.permutations`` permutations of the factors against the code; all of them kept)."""
-    from priorlab.metrics.mig_chen import gaps, mutual_information, permutation_floor
+    from priorlab.metrics.mig_chen import (  # lazy: sklearn + scipy + pandas, ~1.7 s at import
+        gaps, mutual_information, permutation_floor)
 
     rs = np.random.RandomState(p.seed)
     factors, x = gt.sample(p.n_points, rs)
@@ -140,8 +142,10 @@ def chen_scores(posterior, gt, p) -> dict[str, Any]:
 
 def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.device) -> tuple[dict[str, Any], Any]:
     """Train one study model from scratch (resumable) and score it: its row of the study and the model."""
-    from priorlab.evaluation import evaluate_model, posterior_function, representation_function
-    from priorlab.phases import fingerprint, fit_phase, new_model
+    from priorlab.evaluation import (  # lazy: +19 modules, ~39 ms at import priorlab.studies.isa_experiments.fit
+        evaluate_model, posterior_function, representation_function)
+    from priorlab.phases import (  # lazy: +22 modules, ~60 ms at import priorlab.studies.isa_experiments.fit
+        fingerprint, fit_phase, new_model)
 
     study = params.isa_study
     opt = dataclasses.replace(study.train, seed=run.seed)
@@ -170,8 +174,6 @@ def train_and_score(params: Params, run: StudyRun, data, gt, device: torch.devic
 def cells(params: Params) -> list:
     """The study's cells (:mod:`priorlab.studies.cells`): an ``isa_fit`` stage per models entry and seed,
     reading the setup's data set; cost: every strength's training."""
-    from priorlab.studies.cells import Cell, step_cost
-
     study = params.isa_study
     if not study.setup:
         return []
@@ -185,8 +187,10 @@ def cells(params: Params) -> list:
 def run_isa_fit(params: Params, model: str, seed: str) -> Path:
     """``isa_fit@<model>-<seed>``: train and score the cell's runs; write its model folder (atomically:
     a killed stage leaves no folder) and its metrics file."""
-    from priorlab.data.store import ground_truth
-    from priorlab.phases import load_setup_data, resolve_device, save_model
+    from priorlab.data.store import (  # lazy: +7 modules, ~20 ms at import priorlab.studies.isa_experiments.fit
+        ground_truth)
+    from priorlab.phases import (  # lazy: +22 modules, ~60 ms at import priorlab.studies.isa_experiments.fit
+        load_setup_data, resolve_device, save_model)
 
     runs = cell_runs(params, model, int(seed))
     study = params.isa_study

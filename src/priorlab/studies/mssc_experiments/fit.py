@@ -28,8 +28,10 @@ import torch
 
 from priorlab import paths
 from priorlab.config import BarsParams, ImagePatchesParams, ModelParams, Params, ParamsError, SetupParams
-from priorlab.data.store import in_memory
+from priorlab.data.patches import on_off_to_image
+from priorlab.data.store import build_arrays, in_memory
 from priorlab.io import write_json
+from priorlab.studies.cells import Cell
 from priorlab.studies.mssc_experiments import NAME
 
 
@@ -38,8 +40,9 @@ def train_em(spec: ModelParams, data, latent_dim: int, iterations: int, seed: in
     ``iterations`` full-batch EM steps on the training rows of ``data``, started at Θ ``start``
     (:class:`~priorlab.models.sparse_coding.SparseCodingParams`; None: the data-driven initialisation);
     returns (model, last logs)."""
-    from priorlab.models.protocol import StepContext
-    from priorlab.phases import new_model
+    from priorlab.models.protocol import (  # lazy: +14 modules, ~26 ms at import priorlab.studies.mssc_experiments.fit
+        StepContext)
+    from priorlab.phases import new_model  # lazy: +19 modules, ~39 ms at import priorlab.studies.mssc_experiments.fit
 
     model = new_model(SetupParams(dataset=data.name, latent_dim=latent_dim), spec, data.obs_shape, seed)
     if start is not None:
@@ -67,8 +70,9 @@ def generating_theta(dp: BarsParams):
     """The parameters Θ the bars entry ``dp`` is drawn with (:mod:`priorlab.data.bars`): the 0/1 bars,
     the noise variance, each bar's probability and its slab (a zero variance floored at 1e-6, as Θ needs
     positive variances)."""
-    from priorlab.data.bars import bar_matrix
-    from priorlab.models.sparse_coding import SparseCodingParams
+    from priorlab.data.bars import bar_matrix  # lazy: scipy, ~404 ms at import priorlab.studies.mssc_experiments.fit
+    from priorlab.models.sparse_coding import (
+        SparseCodingParams)  # lazy: +15 modules, ~36 ms at import priorlab.studies.mssc_experiments.fit
 
     W = torch.as_tensor(bar_matrix(dp.R), dtype=torch.float64)
     fixed = dp.intensity == "fixed"
@@ -89,8 +93,8 @@ def bars_run(params: Params, bars: str, model: str, seed: int, *, iterations: in
 
 def _bars_run(params: Params, bars: str, model: str, seed: int, iterations: int, start: str,
               model_seed_offset: int) -> tuple[dict[str, Any], Any]:
-    from priorlab.data.bars import bar_matrix, bars_recovery
-    from priorlab.data.store import build_arrays
+    from priorlab.data.bars import (  # lazy: scipy, ~404 ms at import priorlab.studies.mssc_experiments.fit
+        bar_matrix, bars_recovery)
 
     t0, c0 = time.perf_counter(), time.process_time()
     dp: BarsParams = params.datasets[bars]
@@ -120,8 +124,6 @@ def field_stats(W: np.ndarray, patch_size: int) -> dict[str, float]:
     """Crude shape statistics of fields (ON − OFF images), means over fields: the share of a field's
     energy in its 25 % strongest pixels (localisation) and the anisotropy ``1 - λ_min/λ_max`` of the
     energy's second moments (0 = round / globular, 1 = elongated / edge-like)."""
-    from priorlab.data.patches import on_off_to_image
-
     imgs = on_off_to_image(W.T, patch_size)
     loc, aniso = [], []
     yy, xx = np.mgrid[:patch_size, :patch_size]
@@ -147,8 +149,6 @@ def patches_run(params: Params, model: str) -> tuple[dict[str, Any], Any]:
 
 
 def _patches_run(params: Params, model: str) -> tuple[dict[str, Any], Any]:
-    from priorlab.data.store import build_arrays
-
     t0, c0 = time.perf_counter(), time.process_time()
     study = params.mssc_study
     dp: ImagePatchesParams = params.datasets[study.patches]
@@ -190,8 +190,6 @@ def cells(params: Params) -> list:
     """The study's cells (:mod:`priorlab.studies.cells`), each building its own data: an ``mssc_fit`` stage
     per model and bars data set (EM iterations x seeds), an ``mssc_patches`` stage per model, an
     ``mssc_ablation`` stage per diagnosis arm."""
-    from priorlab.studies.cells import Cell
-
     study = params.mssc_study
     out = []
     for model in study.models:
@@ -205,7 +203,7 @@ def cells(params: Params) -> list:
 def run_mssc_fit(params: Params, model: str, bars: str) -> Path:
     """``mssc_fit@<model>-<bars>``: every seed of one ``mssc_study.models`` entry on one bars entry;
     writes its model folder atomically and its metrics file."""
-    from priorlab.phases import save_model
+    from priorlab.phases import save_model  # lazy: +19 modules, ~39 ms at import priorlab.studies.mssc_experiments.fit
 
     study = params.mssc_study
     if model not in study.models or bars not in study.bars:
@@ -270,7 +268,7 @@ def run_mssc_ablation(params: Params, ablation: str) -> Path:
 def run_mssc_patches(params: Params, model: str) -> Path:
     """``mssc_patches@<model>``: the dictionary one ``mssc_study.models`` entry learns on the ``patches``
     entry (none when ``patches`` is empty: its rows.json says so); writes its model folder atomically."""
-    from priorlab.phases import save_model
+    from priorlab.phases import save_model  # lazy: +19 modules, ~39 ms at import priorlab.studies.mssc_experiments.fit
 
     study = params.mssc_study
     if model not in study.models:

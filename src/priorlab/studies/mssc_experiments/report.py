@@ -13,6 +13,8 @@ import numpy as np
 
 from priorlab import paths
 from priorlab.config import Params
+from priorlab.data.bars import bar_matrix
+from priorlab.data.patches import on_off_to_image
 from priorlab.io import save_figure, write_json
 from priorlab.studies.claims import claims_table, link_diagnosis, md_table
 from priorlab.studies.intervals import clopper_pearson
@@ -44,8 +46,6 @@ def _tiles(ax_row, fields: np.ndarray, shape: tuple[int, int], title: str | None
 
 def plot_bars_w(rows: list[dict], R: int, path: Path) -> None:
     """True bars, then for every (model, bars entry) the learned W of its first seed, matched to the bars."""
-    from priorlab.data.bars import bar_matrix
-
     W_true = bar_matrix(R)
     firsts = {}
     for r in rows:
@@ -78,8 +78,6 @@ def plot_sparsity(rows: list[dict], path: Path) -> None:
 
 def plot_dictionaries(dicts: dict[str, np.ndarray], patch_size: int, path: Path) -> None:
     """Learned fields of each model on the patches (ON − OFF as a P x P image), by usage order."""
-    from priorlab.data.patches import on_off_to_image
-
     H = max(W.shape[1] for W in dicts.values())
     cols = min(H, 16)
     rows_per = -(-H // cols)

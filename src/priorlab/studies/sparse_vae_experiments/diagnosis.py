@@ -13,6 +13,7 @@ import numpy as np
 from scipy import stats
 
 from priorlab.studies.claims import md_table, verdict_text
+from priorlab.studies.intervals import paired_difference
 from priorlab.studies.sparse_vae_experiments.aggregate import summarise
 
 RECORD = "sparse_vae_released_code_cpu.json"  # in reports/: the released code's run (issue 43)
@@ -163,8 +164,6 @@ def _by_method(rows: list[dict[str, Any]], key: str) -> dict[str, dict[int, floa
 def nll_gaps(rows: list[dict[str, Any]], sparse: str) -> dict[str, Any]:
     """NLL(sparse VAE) − NLL(other method) paired by split for every other method (paired t), and
     ``best``: the gap to the best other method (the largest mean gap: the one the claim needs below 0)."""
-    from priorlab.studies.intervals import paired_difference
-
     by = _by_method(rows, "nll")
     splits = sorted(by[sparse])
     gaps = {m: paired_difference([by[sparse][s] for s in splits], [v[s] for s in splits])

@@ -38,12 +38,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from priorlab.config import ModelParams, Params, SparseVaeRealParams
+from priorlab.config import ModelParams, Params, ParamsError, SparseVaeRealParams
 from priorlab import paths
 from priorlab.studies.sparse_vae_experiments import NAME
 from priorlab.studies.sparse_vae_experiments.fit import choose_beta, fit_deep, in_memory
 from priorlab.io import write_json, write_json_folder
 from priorlab.models.protocol import ElboModel
+from priorlab.studies.cells import Cell
 
 TOP_MOVIES = 4  # table 3a
 FOLD_SEED = 0  # the one permutation whose blocks are the held-out folds (issue 42: disjoint test rows)
@@ -141,7 +142,8 @@ def _fit_models(params: Params, study: SparseVaeRealParams, x_train, x_test, spl
     ``beta_grid`` model at the β :func:`select_beta` picks; ``selection`` says which, else empty); with
     ``keep`` each model is kept as ``models/sparse_vae_experiments/real/<label>-<split>-<name>.pt`` (the
     stage's DVC output)."""
-    from priorlab.phases import save_model
+    from priorlab.phases import (  # lazy: +5 modules, ~19 ms at import priorlab.studies.sparse_vae_experiments.real
+        save_model)
 
     data = in_memory(f"{label}-{split}", {"x_train": x_train.astype(np.float32), "x_test": x_test.astype(np.float32)})
     for name in study.models:
@@ -163,8 +165,10 @@ def movielens_rows(params: Params, study: SparseVaeRealParams | None = None,
     """Per split and method: NLL, Recall@k, NDCG@k; and the sparse VAE's top movies (split 0).  ``study``:
     the MovieLens settings (None: ``sparse_vae_study.movielens``; a diagnosis arm passes its own, with
     ``keep=False``: no model files)."""
-    from priorlab.data.movielens import load_movielens
-    from priorlab.metrics import ndcg_at_k, recall_at_k
+    from priorlab.data.movielens import (
+        load_movielens)  # lazy: +3 modules, ~8 ms at import priorlab.studies.sparse_vae_experiments.real
+    from priorlab.metrics import (
+        ndcg_at_k, recall_at_k)  # lazy: sklearn + scipy + pandas, ~1.5 s at import studies.sparse_vae_experiments.real
 
     study = study or params.sparse_vae_study.movielens
     rows: list[dict[str, Any]] = []
@@ -203,7 +207,8 @@ def movielens_rows(params: Params, study: SparseVaeRealParams | None = None,
 def single_cell_split(study: SparseVaeRealParams, split: int) -> dict[str, np.ndarray]:
     """PBMC split ``split``: the most variable genes of the training cells, quantile-normalised
     (reference = training cells) or raw counts."""
-    from priorlab.data.pbmc import load_pbmc, quantile_normalise, quantile_reference, top_variable_features
+    from priorlab.data.pbmc import (  # lazy: +3 modules, ~9 ms at import priorlab.studies.sparse_vae_experiments.real
+        load_pbmc, quantile_normalise, quantile_reference, top_variable_features)
 
     d = load_pbmc(test_fraction=study.test_fraction, random_state=FOLD_SEED, fold=split)
     keep = top_variable_features(d["x_train"], min(study.n_items, d["x_train"].shape[1]))
@@ -218,7 +223,8 @@ def single_cell_rows(params: Params) -> list[dict[str, Any]]:
     """Per split and method: held-out cell-type accuracy of the probe on the learned factors."""
     from sklearn.decomposition import PCA
 
-    from priorlab.metrics import probe_accuracy
+    from priorlab.metrics import (
+        probe_accuracy)  # lazy: sklearn + scipy + pandas, ~1.5 s at import priorlab.studies.sparse_vae_experiments.real
 
     study = params.sparse_vae_study.single_cell
     likelihood = "gaussian" if study.preprocess == "quantile" else "multinomial"
@@ -256,8 +262,6 @@ def real_rows(params: Params) -> dict[str, Any]:
 def cells(params: Params) -> list:
     """The real-data cells (:mod:`priorlab.studies.cells`): ``sparse_vae_real`` (MovieLens and PBMC, every
     model on every split) and a ``sparse_vae_ablation`` stage per MovieLens diagnosis arm."""
-    from priorlab.studies.cells import Cell
-
     sv = params.sparse_vae_study
 
     def cost(study) -> float:
@@ -293,8 +297,6 @@ def ablation_dir(name: str) -> Path:
 def run_sparse_vae_ablation(params: Params, ablation: str) -> Path:
     """``sparse_vae_ablation@<name>``: one MovieLens diagnosis arm fitted and scored on the study's folds;
     writes its rows (no model files) to :func:`ablation_dir`."""
-    from priorlab.config import ParamsError
-
     arms = params.sparse_vae_study.movielens_ablations
     if ablation not in arms:
         raise ParamsError(f"sparse_vae_study.movielens_ablations has no entry {ablation!r} (entries: {sorted(arms)})")

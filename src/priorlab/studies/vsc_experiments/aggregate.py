@@ -12,6 +12,7 @@ import torch
 
 from priorlab import metrics
 from priorlab.config import Params
+from priorlab.data.smiley import sample_smiley
 from priorlab.io import read_json
 from priorlab.paths import DIAGNOSIS
 from priorlab.models.vsc import VSC
@@ -40,8 +41,6 @@ VALIDATION_SEED_OFFSET = 104_729  # the validation smileys' seed: the data set's
 def validation_smileys(params: Params, run: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``VALIDATION_SIZE`` fresh smileys (uint8 images as the data stage stores them, presence,
     sources) drawn from the run's data set distribution with their own seed: the set β is chosen on."""
-    from priorlab.data.smiley import sample_smiley
-
     spec = params.dataset_of(params.run(run).setup)
     images, presence, sources = sample_smiley(VALIDATION_SIZE,
                                               np.random.RandomState(spec.seed + VALIDATION_SEED_OFFSET),

@@ -13,7 +13,8 @@ import torch
 from priorlab import paths
 from priorlab.config import Params
 from priorlab.studies.claims import claims_table, link_diagnosis, md_table
-from priorlab.io import atomic_path, write_json
+from priorlab.io import atomic_path, save_figure, write_json
+from priorlab.studies.runs import group_runs
 from priorlab.studies.vsc_experiments import NAME, PAPER, TITLE
 from priorlab.studies.vsc_experiments.aggregate import (DIAGNOSIS_GROUP, VALIDATION_SIZE, elbo_rows, elbo_table,
                                                         fashion_replicates, smiley_results, write_elbo_data_plots)
@@ -34,8 +35,6 @@ def smiley_experiment(params: Params, out: Path, test_sets: dict[str, tuple] | N
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from priorlab.io import save_figure
 
     test_sets = dict(test_sets or {})
     results, chosen_model, first_seed = smiley_results(params, test_sets)
@@ -109,8 +108,6 @@ def diagnosis_settings(params: Params, runs: dict[str, dict]) -> dict[str, Any]:
     """What the diagnosis compares with the paper: per family (the first VSC and β-VAE run of the Smiley
     group) the steps it runs (pre-training and joint, from the model's phases), batch, width, likelihood;
     and the joint steps of the diagnosis arm's runs."""
-    from priorlab.studies.runs import group_runs
-
     def of(run: str) -> dict[str, Any]:
         spec = params.run(run)
         setup, model = params.setup(spec.setup), params.models[spec.model]
@@ -133,8 +130,6 @@ def elbo_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from priorlab.io import save_figure
 
     table = elbo_table(params)
     if not table:
@@ -168,8 +163,8 @@ def fashion_experiment(params: Params, out: Path) -> tuple[list[str], dict]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from priorlab.io import save_figure
-    from priorlab.plots.images import to_grid
+    from priorlab.plots.images import (  # lazy: matplotlib, ~547 ms at import priorlab.studies.vsc_experiments.report
+        to_grid)
 
     run, replicates, fitted = fashion_replicates(params)
     if run is None:

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from priorlab import metrics
+from priorlab.data.smiley import GROUP_NAMES, GROUP_SOURCE_SLICES, SmileyData, source_presence
 from priorlab.models.vsc import VSC
 from priorlab.studies.runs import in_batches
 
@@ -21,15 +22,11 @@ CORR_THRESHOLD = 0.07
 
 def source_signals(presence: np.ndarray, sources: np.ndarray) -> np.ndarray:
     """``[N, 18]`` presence-gated source values (authors' ``S ∘ V``) from group presence ``[N, 4]``."""
-    from priorlab.data.smiley import source_presence
-
     return source_presence(np.asarray(presence, dtype=bool)) * np.asarray(sources, dtype=np.float64)
 
 
 def block_purity(corr: np.ndarray, assignment: np.ndarray, threshold: float = CORR_THRESHOLD) -> float:
     """Mean share of each used latent's correlation mass inside its assigned source's group rows."""
-    from priorlab.data.smiley import GROUP_NAMES, GROUP_SOURCE_SLICES
-
     a = np.where(corr < threshold, 0.0, corr)
     group_of = np.empty(a.shape[0], dtype=np.int64)
     for g, name in enumerate(GROUP_NAMES):
@@ -57,8 +54,6 @@ def smiley_scores(codes: np.ndarray, presence: np.ndarray, sources: np.ndarray, 
     """Correlation matrix and summaries on every point; presence-aware MIG / DCI on the first
     ``max_points`` (first half train, second test), only when named in ``wanted`` (the profile's
     ``evaluate.metrics``)."""
-    from priorlab.data.smiley import SmileyData
-
     corr = source_correlation(codes, presence, sources, active_threshold)
     ordered = metrics.order_latents_by_source(corr, CORR_THRESHOLD)
     factors, mask = metrics.presence_aware_factors(presence, SmileyData().discretise_sources(sources))
