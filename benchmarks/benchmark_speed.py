@@ -17,12 +17,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from priorlab.config import ParamsError, load_params
+from priorlab.config import BenchmarkPriorParams, ParamsError, load_params
 from priorlab.config.models import loss_scaling_of
 from priorlab.io import write_json
 from priorlab.models import build_model
 
 from benchmarks.bench import step_times
+
+SYNTHETIC = BenchmarkPriorParams.SYNTHETIC
+"""The table of paper 003's synthetic data: its name here and its key in ``setup_models``."""
+
 
 def obs_shape(params, setup: str) -> tuple[int, ...]:
     """The observation shape of a setup's data set (from its manifest: the data stage must have run)."""
@@ -44,11 +48,11 @@ def nets(params) -> dict[str, tuple[object, tuple[int, ...], dict[str, object]]]
         tables[setup] = ({p: params.setup(setup) for p in bench.priors}, shape, {})
     if bench.synthetic.rhos:
         study = params.sparse_vae_study
-        tables["synthetic"] = ({p: setup_for(study, "gaussian", loss_scaling_of(prior_spec(params, p, "synthetic")))
+        tables[SYNTHETIC] = ({p: setup_for(study, "gaussian", loss_scaling_of(prior_spec(params, p, SYNTHETIC)))
                                 for p in bench.priors}, (7,), {})
     for name, (per_prior, shape, specs) in tables.items():
         for prior in bench.priors:
-            spec = prior_spec(params, prior, name)  # name: a setup, or "synthetic" (setup_models' key too)
+            spec = prior_spec(params, prior, name)  # name: a setup, or SYNTHETIC
             try:
                 build_model(per_prior[prior], spec, shape)
             except (ValueError, ParamsError):
@@ -73,11 +77,11 @@ def measure(params, rounds: int, steps: int) -> dict:
     interleaved; on the synthetic data the nets differ by loss scaling (paper 003's σ), each timed apart."""
     out = {}
     for table, (per_prior, shape, specs) in nets(params).items():
-        batch = params.sparse_vae_study.train.batch_size if table == "synthetic" else params.benchmark.train.batch_size
+        batch = params.sparse_vae_study.train.batch_size if table == SYNTHETIC else params.benchmark.train.batch_size
         groups: dict[str, dict[str, object]] = {}
         for prior, spec in specs.items():
             groups.setdefault(repr(per_prior[prior]), {})[prior] = spec
-        data = synthetic_data(params) if table == "synthetic" else None
+        data = synthetic_data(params) if table == SYNTHETIC else None
         times: dict[str, list[float]] = {}
         for group in groups.values():
             times.update(step_times(per_prior[next(iter(group))], group, batch=batch, rounds=rounds, steps=steps,
