@@ -4,9 +4,11 @@
 loop of :mod:`benchmarks.gpu_bench`.
 
 Cases (the paper profile's nets): VSC (Smiley, MLP 3000, 20 pseudo-inputs), the β-VAE (Smiley, MLP
-3000) and the factorial mixture VAE (dSprites 64 px conv, I = 2; its SVI update after each step is
-not vectorised, :func:`~priorlab.train.replicates.vectorisable`, so it has the standalone rows only),
-at batch 64 and 500; N in {1, 4, 16, 64}; eager, then compiled (torch.compile "default" of the
+3000) and the factorial mixture VAE (dSprites 64 px conv, I = 2), unsupervised and semi-supervised (its
+SVI update after each step, and the semi-supervised factor's first-order update, run member by member
+after the mapped loss: :meth:`~priorlab.models.protocol.LossStep.update_after_step`), at batch 64 and 500;
+a case whose kind does not vectorise (:func:`~priorlab.train.replicates.vectorisable`) has the standalone
+rows only; N in {1, 4, 16, 64}; eager, then compiled (torch.compile "default" of the
 vectorised loss, of the model's forward for the standalone trainer).  A step's time is the difference
 of two runs of different lengths over the difference in steps (set-up cancels), between
 ``torch.cuda.synchronize()`` calls; member-steps/s = N / that time.  ``noise: member`` (each member's
@@ -51,6 +53,7 @@ CASES = {  # name -> (setup, model) of the paper profile
     "vsc_mlp3000_smiley_u20": ("smiley18_vsc", "vsc_smiley"),
     "beta_vae_mlp3000_smiley": ("smiley", "beta_vae"),
     "fmvae_conv_dsprites64_i2": ("dsprites", "fmvae_i2"),
+    "fmvae_ss_conv_dsprites64_i2": ("dsprites", "fmvae_ss"),
 }
 MEMBERS = (1, 4, 16, 64)
 GPU_RECORD = ROOT / "reports" / "gpu" / "gpu_bench_h100.json"  # the separate runs' ms/step (section (e))
@@ -154,7 +157,8 @@ def measure(device: torch.device, out: Path, tiny: bool = False, budget_s: float
             setup = shrink_setup(setup) if tiny else setup
             data = synthetic_dataset(obs_shape_of(params, setup_name), 256 if tiny else 4096)
             spec = params.model(model_name)
-            base = dict(case=case, setup=setup_name, model=model_name, kind=spec.kind, batch=batch, compile=compile)
+            base = dict(case=case, setup=setup_name, model=model_name, kind=spec.kind, nets=[setup.encoder, setup.decoder],
+                        batch=batch, compile=compile)
             torch._dynamo.reset()
             one = build_bound(setup, spec, data, "train")
             sep, sep_rounds, sep_warm = step_ms(
@@ -208,24 +212,26 @@ def measure(device: torch.device, out: Path, tiny: bool = False, budget_s: float
     return record.data
 
 
-def member_speedups(rows: list[dict], members: int = 4, compile: str = "default") -> dict[tuple[str, int], float]:
-    """``{(kind, batch): separate ms / (vectorised ms / N)}`` at ``members`` = N and ``compile``, from
-    the rows of one or more records (noise ``member``; the kind of a case's model)."""
-    return {(r["kind"], r["batch"]): r["speedup_vs_separate"] for r in rows
+def member_speedups(rows: list[dict], members: int = 4, compile: str = "default"
+                    ) -> dict[tuple[str, tuple[str, str], int], float]:
+    """``{(kind, (encoder, decoder), batch): separate ms / (vectorised ms / N)}`` at ``members`` = N and
+    ``compile``, from the rows of one or more records (noise ``member``; the kind of a case's model and its
+    nets: rows of records made before the nets were recorded measured MLPs)."""
+    return {(r["kind"], tuple(r.get("nets", ("mlp", "mlp"))), r["batch"]): r["speedup_vs_separate"] for r in rows
             if r["mode"] == "vectorised" and r.get("noise") == "member" and r["members"] == members
             and r["compile"] == compile and "error" not in r}
 
 
-def vectorised_hours(gpu_record: dict, params, speedups: dict[tuple[str, int], float],
+def vectorised_hours(gpu_record: dict, params, speedups: dict[tuple[str, tuple[str, str], int], float],
                      record_setups: dict | None = None) -> dict:
     """The paper profile's GPU-hours of :func:`benchmarks.gpu_bench.reestimate` with each run and
-    pretraining of a measured (kind, batch) on MLP nets at ``speedups``' member cost (the nets measured
-    are MLPs; conv nets, and kinds not measured or not vectorised, keep their separate cost)."""
+    pretraining of a measured (kind, nets, batch) at ``speedups``' member cost (kinds, nets and batches not
+    measured, or not vectorised, keep their separate cost)."""
     from benchmarks.gpu_bench import reestimate
 
     def speedup(key: str) -> float:
         kind, net, _, batch = json.loads(key)
-        return speedups.get((kind, batch), 1.0) if net[0] == "mlp" and net[1] == "mlp" else 1.0
+        return speedups.get((kind, (net[0], net[1]), batch), 1.0)
 
     return reestimate(gpu_record, params, record_setups, speedup=speedup)
 

@@ -92,7 +92,7 @@ def test_each_loss_updates_only_its_own_parameters():
         assert torch.allclose(a, b)
     m3 = factor_vae(gamma=5.0)  # step_loss: the sum, one backward, the same gradients
     torch.set_rng_state(state)
-    total, logs = m3.step_loss(Batch(x), StepContext(None))
+    total, logs, _ = m3.step_loss(Batch(x), StepContext(None))
     total.backward()
     assert float(logs["discriminator_loss"]) > 0
     for a, b in zip([*step_grads, *d_grads], [*(p.grad for p in m3.vae_parameters()),

@@ -3,16 +3,19 @@ standalone run of seed i, resumes exactly, diverges alone; kinds that cannot be 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
-from priorlab.config import (MODEL_PARAMS, BetaTCVAEParams, FactorVAEParams, OptimParams, SetupParams, VAEParams,
-                             VSCParams)
+from priorlab.config import (MODEL_PARAMS, BetaTCVAEParams, FactorialMixtureParams, FactorVAEParams, OptimParams,
+                             SetupParams, SparseVAEParams, VAEParams, VSCParams)
 from priorlab.config.models import LpNestedPriorParams
 from priorlab.models import build_model
-from priorlab.models.protocol import LossStep, TrainingSet
+from priorlab.models.protocol import Batch, LossStep, TrainingSet
 from priorlab.models.vae import VAE
 from priorlab.train import TrainingDiverged, fit
+from priorlab.priors.normal_gamma import NormalGammaParams
 from priorlab.train.replicates import Draw, NotVectorisable, describe, fit_replicates, vectorisable
 from tests.helpers import tiny_data
 
@@ -35,7 +38,26 @@ KINDS = {
     "vsc_released_code": VSCParams(kind="vsc", n_pseudo_inputs=3, preset="released_code", selector="code"),
     "isa_vae": VAEParams(kind="vae", prior=LpNestedPriorParams(subspaces=[[2.2, 2], [2.2, 2]], lr=5e-4)),
     "factor_vae": FactorVAEParams(kind="factor_vae", gamma=10.0, discriminator_hidden=[16, 16]),
+    # SVI after every step; tau0 = 1 makes its step rho large, so a member updated from another's carry
+    # (or not at all) would differ at O(1)
+    "fmvae": FactorialMixtureParams(kind="fmvae", num_factors=2, num_components=[3, 2], tau0=1.0),
+    # Delta > 0 on the labelled factor: the first-order (Adam) updates of sec. 2.5 and the cross-entropy
+    "fmvae_semi_supervised": FactorialMixtureParams(kind="fmvae", num_factors=2, num_components=[3, 2], tau0=1.0,
+                                                    supervised_factor="shape", labelled_fraction=0.5, delta=2.0,
+                                                    delta_steps=60, kl_z_weight=5.0, kl_z_weight_steps=30),
+    "sparse_vae": SparseVAEParams(kind="sparse_vae", warm_start="scratch"),
+    "sparse_vae_released_code": SparseVAEParams(kind="sparse_vae", warm_start="scratch", loss_scaling="released_code"),
 }
+
+
+def setup_of(spec) -> tuple[SetupParams, tuple[int, ...]]:
+    """A kind's setup and observation shape here: the sparse VAE's masked decoder on vectors, with the σ
+    treatment of its loss scaling; the others on 8 × 8 images."""
+    if isinstance(spec, SparseVAEParams):
+        likelihood = "gaussian_ig_released" if spec.loss_scaling == "released_code" else "gaussian_ig"
+        return SetupParams(dataset="x", latent_dim=4, hidden=[16, 16], decoder="masked_linear", likelihood=likelihood,
+                           obs_std=1.0), (12,)
+    return SETUP, OBS
 
 
 class _Data:
@@ -54,10 +76,27 @@ class _Data:
 
 def build(spec, seed: int, x):
     torch.manual_seed(100 + seed)
-    model = build_model(SETUP, spec, OBS).to(DTYPE)
+    setup, obs = setup_of(spec)
+    model = build_model(setup, spec, obs).to(DTYPE)
     model.bind_data(_Data(x))
+    if isinstance(spec, FactorialMixtureParams):  # a q(xi) away from the hyperprior (where components coincide)
+        g = torch.Generator().manual_seed(seed)
+        prior = model.prior
+        shape = (prior.num_factors, prior.max_components, prior.latent_dim)
+        m = torch.randn(shape, generator=g, dtype=DTYPE)
+        a = torch.full(shape, 3.0, dtype=DTYPE)
+        prior.set_posterior(NormalGammaParams(m, torch.full(shape, 3.0, dtype=DTYPE), a, a), torch.full(shape[:2], 5.0))
+        prior.refresh(global_kl=True)  # caches of the start (state, not settings: the members' differ)
     model.set_phase("train")
     return model
+
+
+def training_set(spec, x) -> TrainingSet:
+    """The rows, and for a semi-supervised kind labels of factor 0 on half of them (-1 = none)."""
+    if not (isinstance(spec, FactorialMixtureParams) and spec.supervised_factor):
+        return TrainingSet(x, lambda b: b)
+    labels = torch.arange(len(x)) % 3
+    return TrainingSet(x, lambda b: b, torch.where(torch.arange(len(x)) % 2 == 0, labels, torch.full_like(labels, -1)))
 
 
 def options(steps: int = 100, **kw) -> OptimParams:
@@ -67,23 +106,25 @@ def options(steps: int = 100, **kw) -> OptimParams:
 
 def standalone(spec, seed: int, x, tmp_path, **kw):
     model = build(spec, seed, x)
-    fit(model, TrainingSet(x, lambda b: b), options(seed=seed, **kw), checkpoint=tmp_path / f"alone{seed}.pt",
+    fit(model, training_set(spec, x), options(seed=seed, **kw), checkpoint=tmp_path / f"alone{seed}.pt",
         live_dir=None, fingerprint="f", progress=False)
     return model
 
 
 def vectorised(spec, x, tmp_path, seeds=SEEDS, models=None, **kw):
     models = models or [build(spec, s, x) for s in seeds]
-    out = fit_replicates(models, TrainingSet(x, lambda b: b), options(**kw), seeds,
+    out = fit_replicates(models, training_set(spec, x), options(**kw), seeds,
                          checkpoints=[tmp_path / f"member{s}.pt" for s in seeds], fingerprints=["f"] * len(seeds),
                          progress=False)
     return models, out
 
 
 def difference(a, b) -> float:
+    """The largest difference of two models' tensors, relative to the entry's tensor (an integer buffer,
+    e.g. a step count, 1 where it differs at all)."""
     sa, sb = a.state_dict(), b.state_dict()
-    return max(float((sa[k] - sb[k]).abs().max() / sa[k].abs().max().clamp_min(1e-30)) for k in sa
-               if sa[k].is_floating_point())
+    return max(float((sa[k] - sb[k]).abs().max() / sa[k].abs().max().clamp_min(1e-30)) if sa[k].is_floating_point()
+               else float(not torch.equal(sa[k], sb[k])) for k in sa if isinstance(sa[k], torch.Tensor))
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +132,15 @@ def x():
     return tiny_data(200, OBS).to(DTYPE)
 
 
+@pytest.fixture(scope="module")
+def vectors():
+    return torch.randn(200, 12, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_member_equals_its_standalone_run(kind, x, tmp_path):
+def test_member_equals_its_standalone_run(kind, x, vectors, tmp_path):
     spec = KINDS[kind]
+    x = vectors if isinstance(spec, SparseVAEParams) else x
     models, out = vectorised(spec, x, tmp_path)
     for seed, model, result in zip(SEEDS, models, out):
         alone = standalone(spec, seed, x, tmp_path)
@@ -159,35 +206,55 @@ def test_a_diverging_member_stops_alone(x, tmp_path):
 
 
 def test_kinds_that_cannot_be_vectorised_say_why():
-    setups = {"sparse_vae": (SetupParams(dataset="x", latent_dim=4, hidden=[16, 16], decoder="masked_linear",
-                                         likelihood="gaussian"), (12,))}
-    for kind in ("fmvae", "sparse_vae", "ppca", "mssc"):
-        setup, obs = setups.get(kind, (SETUP, OBS))
-        model = build_model(setup, MODEL_PARAMS[kind](kind=kind), obs)
+    cov = [[1.0, 0.5, 0.0, 0.0], [0.5, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
+    cases = {"ppca": MODEL_PARAMS["ppca"](kind="ppca"), "mssc": MODEL_PARAMS["mssc"](kind="mssc"),
+             "sparse_vae": SparseVAEParams(kind="sparse_vae", warm_start="scratch", prior_cov=cov)}
+    for kind, spec in cases.items():
+        setup, obs = setup_of(spec)
+        model = build_model(setup, spec, obs)
         why = vectorisable(model)
         assert isinstance(why, str) and len(why) > 20, kind
         with pytest.raises(ValueError, match="cannot train vectorised"):
             fit_replicates([model], TrainingSet(torch.zeros(4, *obs), lambda b: b), options(steps=1), [0],
                            checkpoints=["unused.pt"], fingerprints=["f"])
-    assert vectorisable(build_model(SETUP, KINDS["vsc"], OBS)) is None
+    for kind in ("vsc", "fmvae", "sparse_vae"):
+        setup, obs = setup_of(KINDS[kind])
+        assert vectorisable(build_model(setup, KINDS[kind], obs)) is None, kind
+
+
+def _subclasses(cls) -> set:
+    return {s for sub in cls.__subclasses__() for s in {sub, *_subclasses(sub)}}
 
 
 def test_every_kind_with_work_besides_its_loss_declares_it():
-    """A LossStep whose step does more than the VAE's loss (its own train_step or after_step) must give
-    that work as its step_loss or name it in not_vectorised: the base class cannot see it, so a new kind
-    that forgot would train wrongly."""
-    from priorlab.models import factor_vae, fmvae, sparse_vae
+    """The vectorised trainer runs a member's step_loss and update_after_step only.  So a kind whose step
+    does other work (its own train_step) must give that work as its step_loss or name it in
+    not_vectorised, and no kind may override after_step (the standalone step's call of
+    update_after_step), whose extra work the trainer would never run."""
+    from priorlab.models import factor_vae, fmvae, sparse_vae, vsc  # noqa: F401  (their classes registered)
 
-    def declared(cls) -> bool:
-        return cls.step_loss is not VAE.step_loss or cls.not_vectorised is not VAE.not_vectorised
-
-    for cls in (factor_vae.FactorVAE, fmvae.FactorialMixtureVAE, sparse_vae.SparseVAE):
+    kinds = _subclasses(VAE)
+    assert {factor_vae.FactorVAE, fmvae.FactorialMixtureVAE, sparse_vae.SparseVAE} <= kinds
+    for cls in kinds:
         assert issubclass(cls, LossStep)
-        assert cls.train_step is not VAE.train_step or cls.after_step is not VAE.after_step
-        assert declared(cls), cls.__name__
-    for sub in VAE.__subclasses__():
-        if sub.train_step is not VAE.train_step or sub.after_step is not VAE.after_step:
-            assert declared(sub), sub.__name__
+        assert cls.after_step is VAE.after_step, cls.__name__
+        if cls.train_step is not VAE.train_step:
+            assert cls.step_loss is not VAE.step_loss or cls.not_vectorised is not VAE.not_vectorised, cls.__name__
+
+
+def test_an_update_after_the_step_that_draws_noise_is_refused(x, tmp_path):
+    """A member's update runs outside its noise plan: a draw there would come from the global generator,
+    not the member's (the standalone run's), so it is refused with the reason."""
+    spec = KINDS["vae"]
+    models = [build(spec, s, x) for s in SEEDS[:2]]
+
+    def noisy(batch, carry, step):
+        torch.randn(3)
+
+    for m in models:
+        m.update_after_step = noisy
+    with pytest.raises(NotVectorisable, match="update after the step draws noise"):
+        vectorised(spec, x, tmp_path, seeds=SEEDS[:2], models=models, steps=2)
 
 
 def test_noise_a_member_cannot_own_is_refused():
@@ -285,6 +352,11 @@ def test_members_that_differ_in_a_setting_are_refused(x, tmp_path):
     with pytest.raises(ValueError, match="beta is 1.0 for the first member, 4.0 for member 1"):
         fit_replicates(models, TrainingSet(x, lambda b: b), options(steps=1), [0, 1],
                        checkpoints=[tmp_path / "a.pt", tmp_path / "b.pt"], fingerprints=["f", "f"])
+    # the mapped prior reads the first member's hyperprior numbers: another hyperprior is another model
+    models = [build(KINDS["fmvae"], 0, x), build(replace(KINDS["fmvae"], a0=0.1), 1, x)]
+    with pytest.raises(ValueError, match=r"prior\._hyper is"):
+        fit_replicates(models, TrainingSet(x, lambda b: b), options(steps=1), [0, 1],
+                       checkpoints=[tmp_path / "a.pt", tmp_path / "b.pt"], fingerprints=["f", "f"])
 
 
 # --------------------------------------------------------------------------- an arm through the pipeline
@@ -302,11 +374,13 @@ def _claims(project) -> dict:
 
 
 @pytest.mark.slow
-def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(tiny_serial):
-    """``replicates.mode: vectorised``: the runner trains the ready seeds of an arm (VSC on Smiley, seeds 0
-    and 1) in one process, each recorded as its train@ stage; with seed 1 dropped again, the report's claims
-    equal those of the separate run (the tiny fixture's): the same verdicts and leans, the numbers to
-    float rounding.  Seed 0's trained model is removed first and the run-cache is not used
+@pytest.mark.parametrize("run0", ["smiley_vsc-vsc_smiley-0", "dsprites-fmvae_ss-0"])
+def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(tiny_serial, run0):
+    """``replicates.mode: vectorised``: the runner trains the ready seeds of an arm (VSC on Smiley; the
+    semi-supervised factorial mixture VAE on dSprites, with its SVI and first-order prior updates after
+    each step: seeds 0 and 1) in one process, each recorded as its train@ stage; with seed 1 dropped
+    again, the report's claims equal those of the separate run (the tiny fixture's): the same verdicts and
+    leans, the numbers to float rounding.  Seed 0's trained model is removed first and the run-cache is not used
     (``--no-run-cache``), so that it is trained again, vectorised, not restored."""
     import json
     import math
@@ -319,8 +393,7 @@ def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(
     before = _claims(project)
     original = param_texts(project)
     raw = read_params(project)
-    run0 = "smiley_vsc-vsc_smiley-0"
-    run1 = "smiley_vsc-vsc_smiley-1"
+    run1 = run0[:-1] + "1"
     group = raw["runs"][run0]["group"]
     try:
         raw["replicates"]["mode"] = "vectorised"
@@ -349,7 +422,7 @@ def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(
                        if a is not None and b is not None), (key, after[key][2], values)
     finally:
         restore_params(original)
-        for folder in ("models/prior_init/smiley_vsc", "models/train", "reports/live/train"):
+        for folder in ("models/prior_init", "models/train", "reports/live/train"):
             for path in (project / folder).rglob(run1):
                 shutil.rmtree(path, ignore_errors=True)
         sh(project, "git", "checkout", "-q", "--", ".")
@@ -379,11 +452,12 @@ def test_train_arms_groups_the_seeds_of_one_model_and_nets_under_the_chosen_mode
         "smiley-beta_vae-1": {"setup": "smiley", "model": "beta_vae", "seed": 1, "group": "baselines"},
         "dsprites-fmvae_ss-1": {"setup": "dsprites", "model": "fmvae_ss", "seed": 1,
                                 "group": "fmvae_experiments/semi_supervised"},
+        "synthetic-ppca-1": {"setup": "synthetic", "model": "ppca", "seed": 1, "group": "baselines"},
     })
     monkeypatch.setattr(pipeline, "load_setup_data",
                         lambda params, setup: SimpleNamespace(obs_shape=(1, 32, 32)))
     runs = ["smiley-vae-0", "dsprites-vae-0", "smiley-vae-1", "smiley_r1-vae-2", "smiley-beta_vae-0",
-            "smiley-beta_vae-1", "dsprites-fmvae_ss-0", "dsprites-fmvae_ss-1"]
+            "smiley-beta_vae-1", "dsprites-fmvae_ss-0", "dsprites-fmvae_ss-1", "synthetic-ppca-0", "synthetic-ppca-1"]
 
     def arms(mode: str, separate=(), device: str = "cpu") -> list[list[str]]:
         r = copy.deepcopy(raw)
@@ -393,7 +467,9 @@ def test_train_arms_groups_the_seeds_of_one_model_and_nets_under_the_chosen_mode
 
     assert arms("separate") == [] and arms("auto") == []
     assert arms("vectorised") == [["smiley-vae-0", "smiley-vae-1", "smiley_r1-vae-2"],
-                                  ["smiley-beta_vae-0", "smiley-beta_vae-1"]]  # dSprites' VAE alone; fmvae: SVI
-    assert arms("vectorised", separate=["beta_vae"]) == [["smiley-vae-0", "smiley-vae-1", "smiley_r1-vae-2"]]
+                                  ["smiley-beta_vae-0", "smiley-beta_vae-1"],
+                                  ["dsprites-fmvae_ss-0", "dsprites-fmvae_ss-1"]]  # dSprites' VAE alone; PPCA: EM
+    assert arms("vectorised", separate=["beta_vae"]) == [["smiley-vae-0", "smiley-vae-1", "smiley_r1-vae-2"],
+                                                          ["dsprites-fmvae_ss-0", "dsprites-fmvae_ss-1"]]
     with pytest.raises(ParamsError, match=r"replicates.separate\[0\]"):
         arms("vectorised", separate=["nowhere"])

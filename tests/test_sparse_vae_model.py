@@ -85,6 +85,16 @@ def test_penalty_needs_bound_data():
         m.terms(torch.zeros(2, G))
 
 
+def test_released_likelihood_needs_bound_data_outside_training():
+    from priorlab.device import deferred_value_checks
+
+    m = model(likelihood="gaussian_ig_released", loss_scaling="released_code")
+    with pytest.raises(ValueError, match="needs ξ"):
+        m.likelihood.loss_terms(torch.zeros(2, G), m.scaling)
+    with deferred_value_checks():  # deferred in training: the NaN ξ makes a NaN loss, and that stops it
+        assert torch.isnan(m.likelihood.loss_terms(torch.zeros(2, G), m.scaling)["sigma_prior"]).all()
+
+
 def step_residuals(m: SparseVAE, d: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
     """One training step; the batch and its residuals at the step's codes with the new weights."""
     captured = {}

@@ -105,7 +105,8 @@ class FactorVAE(VAE):
         return [*vae, {"params": list(self.discriminator.parameters()), "lr": self.discriminator_lr,
                        "betas": self.discriminator_betas, "name": "discriminator"}]
 
-    def step_loss(self, batch: Batch, ctx: StepContext) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def step_loss(self, batch: Batch, ctx: StepContext
+                  ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """The VAE loss plus the discriminator's loss on the detached codes and their permutation: each
         parameter's gradient of the sum is the one :meth:`train_step` takes from its own loss, since the
         TC term holds the discriminator's weights fixed and the discriminator sees detached codes."""
@@ -113,7 +114,7 @@ class FactorVAE(VAE):
         z = terms.z.detach()
         d_loss = self.discriminator.loss(z, permute_dims(z))
         logs["discriminator_loss"] = d_loss.detach()
-        return loss + d_loss, logs
+        return loss + d_loss, logs, self.step_carry(batch, terms)
 
     def train_step(self, batch: Batch, step: int, ctx: StepContext) -> dict[str, torch.Tensor]:
         """One joint step: gradients of the VAE loss w.r.t. the VAE's parameters only, of the

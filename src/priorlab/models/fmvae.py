@@ -164,9 +164,8 @@ class FactorialMixtureVAE(VAE):
         """[B, I] clamp (factor 0 = the labels, others free) from data-factor labels [B]."""
         if labels is None:
             return None
-        clamp = torch.full((labels.shape[0], self.prior.num_factors), -1, dtype=torch.long, device=labels.device)
-        clamp[:, 0] = labels
-        return clamp
+        free = torch.full((labels.shape[0], self.prior.num_factors - 1), -1, dtype=torch.long, device=labels.device)
+        return torch.cat([labels.to(torch.long).unsqueeze(1), free], 1)  # no in-place write: mapped by vmap too
 
     def prior_distribution(self, x: Tensor | None = None, labels: Tensor | None = None) -> Distribution:
         return FactorialMixtureLatent(self.prior, self.clamp_of(labels))
@@ -211,18 +210,26 @@ class FactorialMixtureVAE(VAE):
             return p.last
         return self.prior.local_kl(terms.q.mean, terms.q.variance, self.clamp_of(labels))
 
-    def not_vectorised(self) -> str | None:
-        return "the prior's SVI natural-gradient and first-order updates after each step (sec. 2.4, step 3)"
+    def step_carry(self, batch: Batch, terms: ElboTerms) -> dict[str, Tensor]:
+        """The VAE's carry and what SVI reads of the step: the codes' means and variances and the
+        E-step gamma of this forward pass (eq. 5; clamped rows one-hot), detached."""
+        gamma = self._local_kl(terms, batch.labels)[2]
+        return {**super().step_carry(batch, terms), "mu": terms.q.mean.detach(), "var": terms.q.variance.detach(),
+                "gamma": gamma.detach()}
+
+    def mapped(self):
+        """Inside, the prior computes its coefficients from its buffers at every read (no cache):
+        :meth:`FactorialMixturePrior.uncached`."""
+        return self.prior.uncached()
 
     # -- SVI (step 3 of sec. 2.4) ---------------------------------------------------------
     @torch.no_grad()
-    def after_step(self, batch: Batch, terms: ElboTerms, step: int) -> None:
+    def update_after_step(self, batch: Batch, carry: dict[str, Tensor], step: int) -> None:
         """SVI step on lambda with the batch's codes; first-order steps for factor 0 while Delta > 0."""
-        super().after_step(batch, terms, step)
+        super().update_after_step(batch, carry, step)
         if self.phase != "train":
             return
-        mu, var = terms.q.mean.detach(), terms.q.variance.detach()
-        gamma = self._local_kl(terms, batch.labels)[2].detach()
+        mu, var, gamma = carry["mu"], carry["var"], carry["gamma"]
         clamp = self.clamp_of(batch.labels)
         tau = self._count_svi_step()
         n = self.n_train(mu.shape[0])

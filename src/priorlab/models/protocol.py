@@ -9,8 +9,9 @@ have defaults that do nothing.  Optional capabilities are mixins queried with
   stage computes the test ELBO, its terms and the importance-weighted bound;
 * :class:`Generative` — ``decode`` / ``reconstruct``: figures draw
   reconstructions and latent traversals;
-* :class:`LossStep` — a step that is Adam on one differentiable loss: replicates of the model can be
-  trained as one vectorised model (:mod:`priorlab.train.replicates`).
+* :class:`LossStep` — a step that is Adam on one differentiable loss (then, at most, a no-grad update
+  from values the loss computed): replicates of the model can be trained as one vectorised model
+  (:mod:`priorlab.train.replicates`).
 
 A gradient model's step is loss → backward → optimiser step (the VAE family's
 default :meth:`~priorlab.models.vae.VAE.train_step`); a model fitted by EM
@@ -22,6 +23,7 @@ checkpoints, exact resume, curves and the NaN check.
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Union
 
@@ -222,21 +224,36 @@ class ElboModel(abc.ABC):
 
 class LossStep(abc.ABC):
     """Capability: a training step that is one differentiable loss of the weights and the batch, then
-    Adam — nothing else changes the model during a step (no second optimiser, no closed-form update
-    after it).  :func:`priorlab.train.replicates.fit_replicates` then trains N seeds of the model as
-    one: the loss mapped over the members' stacked weights (``torch.func.vmap``), each member with its
-    own batches, noise and Adam state.
+    Adam, then at most a no-grad update of the model's own state from values the loss computed (SVI on
+    a prior's q, a closed-form M-step, a likelihood's σ² update: :meth:`update_after_step`).
+    :func:`priorlab.train.replicates.fit_replicates` then trains N seeds of the model as one: the loss
+    mapped over the members' stacked weights (``torch.func.vmap``), each member with its own batches,
+    noise and Adam state, then each member's update on its own slice.
 
     :meth:`step_loss` must be a function of the weights, buffers and batch only (the Python state it
     branches on, e.g. a schedule's copy, the same for every member at a step) and draw its noise from
     torch's global generator with ``torch.rand`` / ``torch.randn`` / ``Tensor.normal_`` /
     ``Tensor.uniform_`` (and their ``_like`` forms), which the vectorised trainer replaces with each
-    member's own draws."""
+    member's own draws.  :meth:`update_after_step` draws no noise."""
 
     @abc.abstractmethod
-    def step_loss(self, batch: Batch, ctx: StepContext) -> tuple[Tensor, dict[str, LogValue]]:
-        """The loss a training step minimises on ``batch`` and its logged values (0-d tensors; only the
-        loss when ``ctx.wants_logs`` is false)."""
+    def step_loss(self, batch: Batch, ctx: StepContext) -> tuple[Tensor, dict[str, LogValue], dict[str, Tensor]]:
+        """The loss a training step minimises on ``batch``, its logged values (0-d tensors; only the
+        loss when ``ctx.wants_logs`` is false) and its *carry*: the detached tensors of this forward pass
+        that :meth:`update_after_step` reads (empty when there is no update)."""
+
+    def update_after_step(self, batch: Batch, carry: dict[str, Tensor], step: int) -> None:
+        """The update after the optimiser step, from the model's state (the new weights) and the step's
+        ``carry``; nothing by default.  A standalone step calls it after ``optimizer.step()``; the
+        vectorised trainer calls it on each member with its slice of the carry (the member's weights
+        and buffers are views of the stacked ones, so an in-place update is what the next mapped step
+        reads)."""
+
+    def mapped(self) -> contextlib.AbstractContextManager:
+        """The context the vectorised trainer runs :meth:`step_loss` in, mapped over the members: a
+        model whose loss reads caches of its state keyed on tensor identity (which a batched tensor
+        inside ``vmap`` does not have) computes them afresh there.  Nothing by default."""
+        return contextlib.nullcontext()
 
     def not_vectorised(self) -> str | None:
         """Why this model's replicates must train in separate processes (None: they can be vectorised)."""

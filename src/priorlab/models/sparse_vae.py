@@ -236,8 +236,8 @@ class SparseVAE(VAE):
       mean over batch and latents) + penalty(W) / B (``mask_loss`` divides by the batch size), and
       σ_j² by the code's per-batch objective (see the likelihood).
 
-    After every optimiser step (:meth:`after_step`): the SSL updates of p* and θ (Algorithm 1), then
-    the likelihood's σ_j² update (:meth:`VAE.after_step`).
+    After every optimiser step (:meth:`update_after_step`): the SSL updates of p* and θ (Algorithm 1),
+    then the likelihood's σ_j² update (:meth:`VAE.update_after_step`).
 
     ``encoder_input``: ``"raw"`` or ``"row_normalised"`` (:class:`VAE`). ``prior_cov``: Σ_z of the
     prior N(0, Σ_z) (None: I, B.1; a matrix: the KL of eq. 59, B.2).
@@ -276,13 +276,15 @@ class SparseVAE(VAE):
         return {"ssl_penalty": penalty.expand(x.shape[0])}
 
     def not_vectorised(self) -> str | None:
-        return "the Spike-and-Slab-Lasso's closed-form updates of p* and theta after each step (Alg. 1)"
+        if self.prior_cov is not None:
+            return "the KL for a general prior covariance (eq. 59) checks its Cholesky factor on the host"
+        return None
 
     @torch.no_grad()
-    def after_step(self, batch, terms, step: int) -> None:
+    def update_after_step(self, batch, carry, step: int) -> None:
         """Algorithm 1's closed-form updates after the gradient step: p*, θ; then σ² (gaussian_ig)."""
         self.ssl.update(self.decoder.W)
-        super().after_step(batch, terms, step)
+        super().update_after_step(batch, carry, step)
 
     def active_columns(self, threshold: float = 0.5) -> torch.Tensor:
         """Columns k of W with some p*_jk > ``threshold`` (the paper's 'active factors')."""

@@ -159,25 +159,31 @@ class VAE(Model, ElboModel, Generative, LossStep):
         loss = objective(terms, self.beta, ctx.kl_weight, self.scaling)
         return loss, (self.step_logs(loss, terms) if ctx.wants_logs else {"loss": loss.detach()}), terms
 
-    def step_loss(self, batch: Batch, ctx: StepContext) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        return self.loss_terms(batch, ctx)[:2]
+    def step_loss(self, batch: Batch, ctx: StepContext
+                  ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        loss, logs, terms = self.loss_terms(batch, ctx)
+        return loss, logs, self.step_carry(batch, terms)
 
-    def not_vectorised(self) -> str | None:
-        """The likelihood's closed-form update after each step (:meth:`after_step`) is not part of the loss."""
-        if self.likelihood.updates_after_step:
-            return f"the {type(self.likelihood).__name__} likelihood's closed-form update after each step"
-        return None
+    def step_carry(self, batch: Batch, terms: ElboTerms) -> dict[str, torch.Tensor]:
+        """What :meth:`update_after_step` reads of a step's terms, detached: the codes ``z`` when the
+        likelihood updates after the step (its σ² from the decoder output at them), else nothing."""
+        return {"z": terms.z.detach()} if self.likelihood.updates_after_step else {}
 
     def after_step(self, batch: Batch, terms: ElboTerms, step: int) -> None:
-        """Updates after the optimiser step that use the step's terms (e.g. SVI on a prior): here the
-        likelihood's closed-form update, when it declares one (``updates_after_step``), from the
-        decoder output at the step's codes with the new weights. Subclasses call it first."""
+        """:meth:`update_after_step` with the step's carry (:meth:`step_carry`): the one update a
+        standalone step (:meth:`train_step`) and a vectorised member run."""
+        self.update_after_step(batch, self.step_carry(batch, terms), step)
+
+    def update_after_step(self, batch: Batch, carry: dict[str, torch.Tensor], step: int) -> None:
+        """Updates after the optimiser step (e.g. SVI on a prior): here the likelihood's closed-form
+        update, when it declares one (``updates_after_step``), from the decoder output at the step's
+        codes with the new weights.  Subclasses call it first (or say why not)."""
         if self.likelihood.updates_after_step:
             if self._n_data < 1:
                 raise RuntimeError(f"{type(self).__name__}: call bind_data(data) before training "
                                    "(N enters the likelihood's update)")
             with torch.no_grad():
-                self.likelihood.step_update(batch.x, self.decode(terms.z.detach()), self._n_data, self.scaling)
+                self.likelihood.step_update(batch.x, self.decode(carry["z"]), self._n_data, self.scaling)
 
     # -- training phases ----------------------------------------------------------------
     def load_pretrained(self, state: dict[str, torch.Tensor]) -> None:

@@ -25,6 +25,7 @@ Misprints of the paper handled here (all derived again and tested):
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -168,6 +169,20 @@ def svi_update(
     r = sel.to(ng_natural.dtype) * rho  # rho at the factors, 0 elsewhere (a symbolic float in compiled code)
     return (ng_natural * (1.0 - r[:, None, None, None]) + r[:, None, None, None] * target_nat,
             dirichlet_natural * (1.0 - r[:, None]) + r[:, None] * dirichlet.mean_to_natural(target_c))
+
+
+@dataclass(frozen=True)
+class BufferKey:
+    """Which state of some buffers a cache was computed from: their version counters (an in-place
+    update bumps one) and storages (a move or a load replaces one).  State, not a setting: replicates
+    of one model differ in it (:func:`priorlab.train.replicates.check_same_settings` compares settings)."""
+
+    versions: tuple[int, ...]
+    storages: tuple[int, ...]
+
+    @classmethod
+    def of(cls, *tensors: Tensor) -> "BufferKey":
+        return cls(tuple(t._version for t in tensors), tuple(t.data_ptr() for t in tensors))
 
 
 def mixture_caches(
@@ -510,6 +525,7 @@ class FactorialMixturePrior(Prior):
         self.register_buffer("fo_dir_moments", torch.zeros(2, I, K, dtype=dtype))
         self.register_buffer("fo_steps", torch.zeros(I, dtype=torch.long))
         self._factor_index_cache: dict = {}
+        self._mapped_hyper: tuple[float, ...] | None = None  # set inside uncached()
         # the pure functions of the updates, torch.compile'd by :meth:`compile`
         self._first_order_update, self._svi_update, self._caches = first_order_update, svi_update, mixture_caches
         self._hyperprior()  # the hyperprior as numbers, read now while the buffers are on the CPU
@@ -659,8 +675,9 @@ class FactorialMixturePrior(Prior):
         :meth:`global_kl_per_point` too.  Always eager (compiler-disabled): a compiled forward pass
         calls it first (:class:`~priorlab.models.fmvae.FactorialMixtureVAE`) and then reads the caches
         without the version check, so the SVI updates between steps do not recompile anything."""
-        key = (self.ng_natural._version, self.dirichlet_natural._version, self.ng_natural.data_ptr(),
-               self.dirichlet_natural.data_ptr())
+        if self._mapped_hyper is not None:  # inside uncached(): every read computes its values afresh
+            return
+        key = BufferKey.of(self.ng_natural, self.dirichlet_natural)
         if getattr(self, "_coef_key", None) != key:
             self._global_kl = None
             with torch.no_grad():
@@ -689,21 +706,52 @@ class FactorialMixturePrior(Prior):
         intermediates the global KL reuses (``_global_kl_now``); inside compiled code the caches are
         read as they are (refreshed before the compiled pass).
         """
+        return self._coefficients_and_extra()[0]
+
+    def _coefficients_and_extra(self) -> tuple[tuple[Tensor, ...], tuple]:
+        """:meth:`_coefficients` and the intermediates cached with them (``_coef_extra``: padded?,
+        E[log pi] with 0 at padded slots, E[alpha], psi(a), c): cached, or inside :meth:`uncached`
+        computed now from the buffers."""
+        if self._mapped_hyper is not None:
+            return self._uncached_values(global_kl=False)[:2]
         if not torch.compiler.is_compiling():
             self.refresh()
-        return self._coef
+        return self._coef, self._coef_extra
 
-    def _fast_logits(self, m: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """(logits [B, I, K], eq. 6 [B, I, K]) from codes [B, I, D] by two batched matrix products."""
-        const, e_alpha, e_alpha_m, _ = (t.to(m.dtype) for t in self._coefficients())
-        padded, e_log_pi_0 = self._coef_extra[0], self._coef_extra[1].to(m.dtype)
+    def _uncached_values(self, global_kl: bool) -> tuple:
+        """(coefficients, extra, global KL or None) from the buffers as they are, by the plain
+        :func:`mixture_caches` (inside :meth:`uncached`)."""
+        m, s, a, b, const, e_alpha_t, e_alpha_m_t, e_log_pi, e_log_pi_0, e_alpha, psi_a, c, kl = mixture_caches(
+            self.ng_natural, self.dirichlet_natural, self.component_mask, self._padded,
+            self._mapped_hyper if global_kl else None)
+        return (const, e_alpha_t, e_alpha_m_t, e_log_pi), (self._padded, e_log_pi_0, e_alpha, psi_a, c), kl
+
+    @contextlib.contextmanager
+    def uncached(self):
+        """Within, every read of the coefficients and of the global KL computes them from the buffers
+        (the plain functions: no cache, no version check), for a forward pass mapped over stacked
+        replicates (``torch.func.vmap``), whose buffers are then batched tensors without versions or
+        storage.  The hyperprior's numbers are this module's (replicates share them: ``_hyper`` is a
+        setting the vectorised trainer compares)."""
+        self._mapped_hyper = self._hyperprior()
+        try:
+            yield
+        finally:
+            self._mapped_hyper = None
+
+    def _fast_logits(self, m: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(logits [B, I, K], eq. 6 [B, I, K], E[log pi] with 0 at padded slots [I, K]) from codes
+        [B, I, D] by two batched matrix products."""
+        coef, extra = self._coefficients_and_extra()
+        const, e_alpha, e_alpha_m, _ = (t.to(m.dtype) for t in coef)
+        padded, e_log_pi_0 = extra[0], extra[1].to(m.dtype)
         quad = torch.bmm((m * m + v).transpose(0, 1), e_alpha)  # [I, B, K]
         lin = torch.bmm(m.transpose(0, 1), e_alpha_m)
         logits = (const.unsqueeze(1) - 0.5 * quad + lin).transpose(0, 1)
         ell = logits - e_log_pi_0
         if padded:
             ell = torch.where(self.component_mask, ell, torch.zeros_like(ell))
-        return logits, ell
+        return logits, ell, e_log_pi_0
 
     def logits(self, mu: Tensor, var: Tensor) -> Tensor:
         """log rho_ik (eq. 5-6), differentiable in mu and var; -inf at padded slots.  [B, I, K_max]."""
@@ -755,13 +803,13 @@ class FactorialMixturePrior(Prior):
         the total one (envelope theorem); clamped rows are constants anyway.  gamma: [B, I, K_max].
         """
         m, v, out = self._codes(mu, var)
-        logits, ell = self._fast_logits(m, v)
+        logits, ell, e_log_pi_0 = self._fast_logits(m, v)
         if clamp is not None:
             clamp = self._labels(clamp, m.shape[0], "clamp")
         gamma = responsibilities_from_logits(logits.detach(), clamp)
         kz = gaussian_neg_entropy(v) - (gamma * ell).sum(-1)  # gamma sums to one; zero at padded slots
         with torch.no_grad():  # KL[r] (C.3) = sum_k gamma (log gamma - E[log pi]), gamma = 0 at padded slots
-            kr = (torch.xlogy(gamma, gamma) - gamma * self._coef_extra[1].to(m.dtype)).sum(-1)
+            kr = (torch.xlogy(gamma, gamma) - gamma * e_log_pi_0).sum(-1)
         return kz.to(out), kr.to(out), gamma.to(out)
 
     def global_kl_per_point(self, n_data: int) -> Tensor:
@@ -769,6 +817,8 @@ class FactorialMixturePrior(Prior):
         with the coefficients, per q(xi) (inside compiled code: as refreshed before the pass)."""
         if n_data < 1:
             raise ValueError(f"n_data must be >= 1, got {n_data}")
+        if self._mapped_hyper is not None:
+            return self._uncached_values(global_kl=True)[2] / n_data
         if not torch.compiler.is_compiling():
             self.refresh(global_kl=True)
         return self._global_kl / n_data
@@ -782,9 +832,8 @@ class FactorialMixturePrior(Prior):
             self._hyper_key = key
         return self._hyper
 
-    def _hyper_key_now(self) -> tuple:
-        return (self.prior_natural._version, self.prior_pseudo_count._version, self.prior_natural.data_ptr(),
-                self.prior_pseudo_count.data_ptr())
+    def _hyper_key_now(self) -> BufferKey:
+        return BufferKey.of(self.prior_natural, self.prior_pseudo_count)
 
     @staticmethod
     def _hyper_numbers(prior_natural: Tensor, prior_pseudo_count: Tensor) -> tuple[float, ...]:

@@ -13,6 +13,10 @@ the standalone run of seed i (:func:`priorlab.train.fit` with ``opt.seed = seed_
   handed to it, in the order and shapes of a standalone step;
 * Adam state, lr schedule, checkpoints: its own, in the format of a standalone checkpoint (a member's
   checkpoint resumes as a standalone run and back);
+* the update after the optimiser step (:meth:`~priorlab.models.protocol.LossStep.update_after_step`:
+  SVI on the factorial mixture prior's q, the sparse VAE's SSL update, a likelihood's σ²): run on each
+  member with its slice of the step's carry, eagerly, on its own weights and buffers (views of the
+  stacked ones); it may draw no noise (:class:`NotVectorisable` if it does);
 * a non-finite loss stops that member only (:class:`ReplicateResult` holds its
   :class:`~priorlab.train.trainer.TrainingDiverged`; its last good checkpoint is kept), the others go on.
 
@@ -136,6 +140,17 @@ def describe(func, args: tuple, kwargs: dict) -> Draw | None:
     return Draw(kind, _size(args), kwargs.get("dtype") or torch.get_default_dtype(), a, b)
 
 
+class _NoDraws(TorchFunctionMode):
+    """Refuses a random draw (an update after the step must not draw: its standalone run would draw
+    from torch's global generator, which the vectorised trainer does not give each member)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if describe(func, args, kwargs) is not None:
+            raise NotVectorisable(f"the update after the step draws noise ({getattr(func, '__name__', func)})")
+        return func(*args, **kwargs)
+
+
 class _PlanChanged(Exception):
     """The step drew other noise than the plan says (a schedule switched a branch): re-plan."""
 
@@ -209,8 +224,7 @@ class _StepLoss(torch.nn.Module):
         self.model = model
 
     def forward(self, x, labels, ctx: StepContext):
-        loss, logs = self.model.step_loss(Batch(x, labels), ctx)
-        return loss, logs
+        return self.model.step_loss(Batch(x, labels), ctx)
 
 
 @dataclass
@@ -222,12 +236,17 @@ class ReplicateResult:
     diverged: TrainingDiverged | None = None
 
 
-_SETTINGS = (bool, int, float, str, tuple)
+def is_setting(value) -> bool:
+    """A plain setting: a number, a string, or a tuple of settings (not a tuple that holds tensors: a
+    cache is state, not a setting)."""
+    if isinstance(value, tuple):
+        return all(is_setting(v) for v in value)
+    return isinstance(value, (bool, int, float, str))
 
 
 def check_same_settings(members: list[Model]) -> None:
-    """Raise ``ValueError`` when two members' modules differ in a plain setting (a number, string or
-    tuple attribute, e.g. β): the vectorised step runs the first member's Python code for all of them."""
+    """Raise ``ValueError`` when two members' modules differ in a plain setting (:func:`is_setting`,
+    e.g. β): the vectorised step runs the first member's Python code for all of them."""
     first = dict(members[0].named_modules())
     for i, m in enumerate(members[1:], 1):
         for path, mod in m.named_modules():
@@ -235,7 +254,7 @@ def check_same_settings(members: list[Model]) -> None:
             if ref is None or type(ref) is not type(mod):
                 raise ValueError(f"replicates must be the same model: member {i} differs at {path or 'the top'}")
             for k, v in vars(mod).items():
-                if isinstance(v, _SETTINGS) and vars(ref).get(k) != v:
+                if is_setting(v) and vars(ref).get(k) != v:
                     where = f"{path}.{k}" if path else k
                     raise ValueError(f"replicates must be the same model: {where} is {vars(ref).get(k)!r} for the "
                                      f"first member, {v!r} for member {i}")
@@ -426,10 +445,14 @@ def fit_replicates(
                 # the KL weight as a tensor: a compiled loss takes a new value as an input (a number would recompile)
                 ctx = StepContext(None, torch.tensor(kl_weight(step, opt.kl_warmup_steps), dtype=torch.float64,
                                                      device=device), wants_logs=log_step)
-                loss, logs = _step(plan, template, batches[0], ctx, batched, tensors, x, labels)
+                with template.mapped():
+                    loss, logs, carry = _step(plan, template, batches[0], ctx, batched, tensors, x, labels)
                 optimizer.zero_grad(set_to_none=True)
                 loss.sum().backward()
                 optimizer.step()
+                with _NoDraws():
+                    for i, (m, b) in enumerate(zip(models, batches)):
+                        m.update_after_step(b, {k: v[i] for k, v in carry.items()}, step)
                 scheduler.step()
                 losses[len(rows)].copy_(loss.detach())
                 rows.append(step)
