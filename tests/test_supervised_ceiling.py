@@ -69,6 +69,38 @@ def test_a_flat_history_stops_after_min_steps_and_a_capped_one_is_not_plateaued(
     assert capped["stopped"] == "max_steps" and capped["steps"] == 30 and len(capped["val_history"]) == 3
 
 
+def test_an_interrupted_ceiling_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+    """The ceiling trains through the shared trainer: its checkpoint (every evaluation) holds the
+    validation history, the best weights and the sampler's stream, so a run killed mid-way and resumed
+    stops at the same step with the same record as an uninterrupted one."""
+    from priorlab.models.classifier import Classifier
+
+    def run(checkpoint=None):
+        torch.manual_seed(0)
+        net = build_encoder("mlp", (8,), 3, [16], [])
+        out = train_classifier(net, lambda x: x, blobs(600, 0), blobs(200, 1), blobs(300, 2), cfg(lr=3e-3), seed=0,
+                               checkpoint=checkpoint, fingerprint="f")
+        return out, [v.clone() for v in net.state_dict().values()]
+
+    reference, weights = run()
+    assert reference["steps"] > 40
+    original = Classifier.before_step
+
+    def interrupt(self, step):
+        if step == 37:
+            raise KeyboardInterrupt
+        original(self, step)
+
+    monkeypatch.setattr(Classifier, "before_step", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "ceiling.pt")
+    assert torch.load(tmp_path / "ceiling.pt", weights_only=False)["step"] == 30
+    monkeypatch.setattr(Classifier, "before_step", original)
+    resumed, resumed_weights = run(tmp_path / "ceiling.pt")
+    assert resumed == reference and all(torch.equal(a, b) for a, b in zip(weights, resumed_weights))
+    assert not (tmp_path / "ceiling.pt").exists()
+
+
 def test_relative_criterion():
     low = relative_verdict(0.772, 0.937)
     assert low["share"] == pytest.approx(0.8239, abs=1e-4) and low["relative_reached"] is False

@@ -33,6 +33,7 @@ the caches refreshed after them); the rest of the step (optimiser, schedules) st
 
 from __future__ import annotations
 
+import abc
 import math
 import os
 import signal
@@ -113,6 +114,44 @@ class BatchSampler:
         self.generator.set_state(state["generator"])
         self._set_perm(state["perm"])
         self.pos = state["pos"]
+
+
+class ReplacementSampler:
+    """Minibatch indices drawn uniformly with replacement, ``torch.randint`` from a seeded CPU
+    generator (the sampling of a plain supervised loop); the interface of :class:`BatchSampler`."""
+
+    def __init__(self, n: int, batch_size: int, seed: int, device: torch.device | str = "cpu"):
+        if n < 1:
+            raise ValueError("cannot train on an empty data set")
+        self.n, self.batch_size, self.device = n, batch_size, torch.device(device)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def next(self) -> torch.Tensor:
+        return torch.randint(self.n, (self.batch_size,), generator=self.generator).to(self.device)
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+
+
+class Monitor(abc.ABC):
+    """A look at the model every :attr:`every` steps and at the last one that may end training early
+    (a validation score and its stopping rule).  Its state is checkpointed with the run, so a resumed
+    run stops where an uninterrupted one does."""
+
+    every: int
+
+    @abc.abstractmethod
+    def observe(self, model: Model, step: int) -> bool:
+        """Look at ``model`` after ``step``; True: stop training now."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict: ...
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 class FiniteRecord:
@@ -247,8 +286,13 @@ def fit(
     desc: str = "train",
     progress: bool = True,
     curves: str | None = None,
+    monitor: Monitor | None = None,
+    replacement: bool = False,
 ) -> TrainResult:
-    """Train ``model`` on the rows of ``data`` for ``opt.steps`` steps.
+    """Train ``model`` on the rows of ``data`` for ``opt.steps`` steps, or until ``monitor`` stops it
+    (:class:`Monitor`; the result's ``steps`` are those run).  Minibatches come from seeded epoch
+    permutations (:class:`BatchSampler`), or with ``replacement`` from uniform draws
+    (:class:`ReplacementSampler`).
 
     ``checkpoint`` is written every ``opt.checkpoint_every`` steps and resumed
     from when its ``fingerprint`` (a hash of everything that defines the run)
@@ -265,19 +309,23 @@ def fit(
     optimizer = adam(model.param_groups(opt.lr), opt)
     scheduler = (torch.optim.lr_scheduler.MultiStepLR(optimizer, sorted(opt.lr_milestones), gamma=opt.lr_gamma)
                  if optimizer is not None else None)
-    sampler = BatchSampler(len(data), opt.batch_size, opt.seed, device=data.device)
+    sampler = (ReplacementSampler if replacement else BatchSampler)(len(data), opt.batch_size, opt.seed,
+                                                                    device=data.device)
     torch.manual_seed(opt.seed)
     start = 0
 
     if checkpoint.is_file():
         state = load_torch(checkpoint)
         # a checkpoint without the curves (written before they were kept in it) cannot resume them exactly
-        if state.get("fingerprint") == fingerprint and (live_dir is None or state.get("live") is not None):
+        if state.get("fingerprint") == fingerprint and (live_dir is None or state.get("live") is not None) \
+                and (monitor is None or state.get("monitor") is not None):
             model.load_state_dict(state["model"])
             if optimizer is not None:
                 optimizer.load_state_dict(state["optimizer"])
                 scheduler.load_state_dict(state["scheduler"])
             sampler.load_state_dict(state["sampler"])
+            if monitor is not None:
+                monitor.load_state_dict(state["monitor"])
             torch.set_rng_state(state["torch_rng"])
             if state.get("cuda_rng") is not None and device.type == "cuda":
                 torch.cuda.set_rng_state_all(state["cuda_rng"])
@@ -304,6 +352,7 @@ def fit(
                 "optimizer": optimizer.state_dict() if optimizer is not None else None,
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "sampler": sampler.state_dict(),
+                "monitor": monitor.state_dict() if monitor is not None else None,
                 "torch_rng": torch.get_rng_state(),
                 "live": snapshot_live(live_dir) if live_dir is not None else None,
                 "cuda_rng": torch.cuda.get_rng_state_all() if device.type == "cuda" else None,
@@ -321,6 +370,7 @@ def fit(
     record = FiniteRecord(model.finite_keys, min(opt.log_every, opt.steps))
     logs: dict[str, LogValue] = {}
     final: dict[str, float] = {}
+    last = start
     model.train()
     validate_default = torch.distributions.Distribution._validate_args
     compiled = opt.compile != "eager" and model.compilable
@@ -353,8 +403,11 @@ def fit(
                 if scheduler is not None:
                     scheduler.step()
                 bar.update(1)
-                save_now = step % opt.checkpoint_every == 0 and step < opt.steps
-                if log_step or save_now or record.full:
+                last = step
+                stop = monitor is not None and (step % monitor.every == 0 or step == opt.steps) \
+                    and monitor.observe(model, step)
+                save_now = step % opt.checkpoint_every == 0 and step < opt.steps and not stop
+                if log_step or save_now or record.full or stop:
                     bad, values = record.read(logs if read_logs else None)
                     if bad is not None:
                         raise diverged(bad)
@@ -369,6 +422,8 @@ def fit(
                     save(step)
                 if step == kill_at:
                     os.kill(os.getpid(), signal.SIGKILL)
+                if stop:
+                    break
     finally:
         bar.close()
         if live is not None:
@@ -377,7 +432,7 @@ def fit(
     if checkpoint.is_file():
         checkpoint.unlink()
     model.eval()
-    return TrainResult(steps=opt.steps, resumed_from=start, final_logs=final if final else logs_to_floats(logs))
+    return TrainResult(steps=last, resumed_from=start, final_logs=final if final else logs_to_floats(logs))
 
 
 def fit_prior(model: Model, data: TrainingSet, *, device: torch.device | str = "cpu", seed: int = 0) -> dict:

@@ -20,6 +20,12 @@ native resolution ``replicates`` classifiers (seeds ``seed + k``) measure the ce
 their mean, it plateaued when every replicate did, and each keeps which test points it got right
 (:func:`priorlab.io.pack_flags`), so that the relative claim pairs them with the semi-supervised
 runs' points (:func:`priorlab.studies.intervals.paired_ratio`).
+
+Each classifier (:class:`~priorlab.models.classifier.Classifier`) trains through the shared trainer
+(:func:`priorlab.train.fit`): the stopping rule is its :class:`~priorlab.train.Monitor`
+(:class:`ValidationPlateau`), its checkpoint (every evaluation, under ``.checkpoints/``) resumes a
+killed stage exactly, and its batches are drawn uniformly with replacement, as by the loop it replaced
+(the same numbers, bit for bit).
 """
 
 from __future__ import annotations
@@ -27,17 +33,21 @@ from __future__ import annotations
 import copy
 import dataclasses
 import shutil
+import tempfile
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from priorlab import paths
-from priorlab.config import ParamsError
+from priorlab.config import OptimParams, ParamsError
 from priorlab.io import pack_flags, write_json, write_json_folder
+from priorlab.models.classifier import Classifier
+from priorlab.models.protocol import TrainingSet
+from priorlab.train.trainer import Monitor
 
 if TYPE_CHECKING:
     from priorlab.config import Params, SupervisedCeilingParams
@@ -58,49 +68,59 @@ def should_stop(history: list[float], fraction: float, min_evals: int) -> bool:
     return max(history[-tail:]) <= max(history[:-tail])
 
 
-@torch.no_grad()
-def correct(net: nn.Module, x: torch.Tensor, y: torch.Tensor, prepare, batch: int = 500) -> np.ndarray:
-    """Per row: whether its arg-max logit is the label (bool)."""
-    net.eval()
-    hits = torch.cat([net(prepare(x[s : s + batch])).argmax(1) == y[s : s + batch] for s in range(0, len(x), batch)])
-    net.train()
-    return hits.numpy()
+class ValidationPlateau(Monitor):
+    """The stopping rule of the ceiling as the trainer's :class:`~priorlab.train.Monitor`: every
+    ``eval_every`` steps (and at the last) the accuracy on the validation rows; the weights of the best
+    one kept; stop when :func:`should_stop` says so."""
 
+    def __init__(self, val: tuple[torch.Tensor, torch.Tensor], prepare, cfg: SupervisedCeilingParams):
+        self.val, self.prepare = val, prepare
+        self.every, self.fraction = cfg.eval_every, cfg.plateau_fraction
+        self.min_evals = -(-cfg.min_steps // cfg.eval_every)
+        self.history: list[float] = []
+        self.best, self.best_step, self.best_state, self.stopped = -1.0, 0, None, False
 
-def accuracy(net: nn.Module, x: torch.Tensor, y: torch.Tensor, prepare, batch: int = 500) -> float:
-    """Share of rows whose arg-max logit is the label."""
-    return float(correct(net, x, y, prepare, batch).mean())
+    def observe(self, model: Classifier, step: int) -> bool:
+        self.history.append(float(model.correct(*self.val, self.prepare).double().mean()))
+        if self.history[-1] > self.best:
+            self.best, self.best_step, self.best_state = self.history[-1], step, copy.deepcopy(model.net.state_dict())
+        self.stopped = should_stop(self.history, self.fraction, self.min_evals)
+        return self.stopped
+
+    def state_dict(self) -> dict:
+        return {"history": list(self.history), "best": self.best, "best_step": self.best_step,
+                "best_state": self.best_state, "stopped": self.stopped}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history, self.best, self.best_step = list(state["history"]), state["best"], state["best_step"]
+        self.best_state, self.stopped = state["best_state"], state["stopped"]
 
 
 def train_classifier(net: nn.Module, prepare, train: tuple[torch.Tensor, torch.Tensor],
                      val: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor],
-                     cfg: SupervisedCeilingParams, seed: int) -> dict[str, Any]:
-    """Cross-entropy training of ``net`` (logits) with Adam on mini-batches drawn with ``seed`` until
-    :func:`should_stop` or ``cfg.max_steps``; test accuracy of the best-validation weights."""
-    x, y = train
-    g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    history: list[float] = []
-    best, best_step, best_state, stopped, step = -1.0, 0, copy.deepcopy(net.state_dict()), "max_steps", 0
-    net.train()
-    for step in range(1, cfg.max_steps + 1):
-        idx = torch.randint(len(x), (cfg.batch_size,), generator=g)
-        loss = F.cross_entropy(net(prepare(x[idx])), y[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if step % cfg.eval_every and step != cfg.max_steps:
-            continue
-        history.append(accuracy(net, *val, prepare))
-        if history[-1] > best:
-            best, best_step, best_state = history[-1], step, copy.deepcopy(net.state_dict())
-        if should_stop(history, cfg.plateau_fraction, -(-cfg.min_steps // cfg.eval_every)):
-            stopped = "plateau"
-            break
-    net.load_state_dict(best_state)
-    hits = correct(net, *test, prepare)
-    return {"accuracy": float(hits.mean()), "val_accuracy": best, "best_step": best_step, "steps": step,
-            "stopped": stopped, "val_history": [round(a, 4) for a in history], "correct": pack_flags(hits)}
+                     cfg: SupervisedCeilingParams, seed: int, checkpoint: Path | None = None,
+                     fingerprint: str = "") -> dict[str, Any]:
+    """Cross-entropy training of ``net`` (logits) by the shared trainer (:func:`priorlab.train.fit`:
+    Adam, mini-batches drawn uniformly with replacement from ``seed``) until :class:`ValidationPlateau`
+    stops it or ``cfg.max_steps``; test accuracy of the best-validation weights, which ``net`` is left
+    with.  ``checkpoint`` (with the run's ``fingerprint``): resumable state every ``cfg.eval_every``
+    steps (default: none kept past the call)."""
+    from priorlab.train import fit  # lazy: the trainer and its dvclive, only in the stage that trains
+
+    model = Classifier(net)
+    monitor = ValidationPlateau(val, prepare, cfg)
+    opt = OptimParams(steps=cfg.max_steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=seed,
+                      log_every=cfg.eval_every, checkpoint_every=cfg.eval_every if checkpoint else 10**9)
+    with tempfile.TemporaryDirectory() as scratch:
+        result = fit(model, TrainingSet(train[0], prepare, train[1]), opt,
+                     checkpoint=checkpoint or Path(scratch) / "classifier.pt", live_dir=None,
+                     fingerprint=fingerprint or "classifier", progress=False, monitor=monitor, replacement=True)
+    net.load_state_dict(monitor.best_state)
+    hits = model.correct(*test, prepare).numpy()
+    model.train()
+    return {"accuracy": float(hits.mean()), "val_accuracy": monitor.best, "best_step": monitor.best_step,
+            "steps": result.steps, "stopped": "plateau" if monitor.stopped else "max_steps",
+            "val_history": [round(a, 4) for a in monitor.history], "correct": pack_flags(hits)}
 
 
 def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | None = None, replicate: int = 0
@@ -114,7 +134,7 @@ def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | N
     from priorlab.nets import (
         build_encoder)  # lazy: +5 modules, ~17 ms at import priorlab.studies.fmvae_experiments.supervised_ceiling
     from priorlab.phases import (
-        load_setup_data)  # lazy: +26 modules, ~52 ms at import priorlab.studies.fmvae_experiments.supervised_ceiling
+        fingerprint, load_setup_data)  # lazy: +26 modules, ~52 ms at import priorlab.studies.fmvae_experiments.supervised_ceiling
 
     cfg, setup = params.supervised_ceiling, params.setup(setup_name)
     data = load_setup_data(params, setup_name)
@@ -132,8 +152,11 @@ def ceiling_of(params: Params, setup_name: str, factor: str, resolution: int | N
     torch.manual_seed(seed)  # weight initialisation
     n_classes = int(max(ys["train"].max(), ys["test"].max())) + 1
     net = build_encoder(setup.encoder, tuple(xs["train"].shape[1:]), n_classes, setup.hidden, setup.channels)
+    name = f"{setup_name}-{factor}-{int(xs['train'].shape[-1])}-r{replicate}"
     out = train_classifier(net, data.prepare, (xs["train"][fit], ys["train"][fit]),
-                           (xs["train"][held], ys["train"][held]), (xs["test"][:n_eval], ys["test"][:n_eval]), cfg, seed)
+                           (xs["train"][held], ys["train"][held]), (xs["test"][:n_eval], ys["test"][:n_eval]), cfg, seed,
+                           checkpoint=paths.checkpoint_file(NAME, name),
+                           fingerprint=fingerprint(NAME, cfg, setup.record(), factor, resolution, n_eval, seed))
     return {"setup": setup_name, "factor": factor, "resolution": int(xs["train"].shape[-1]), "classes": n_classes,
             "n_train": len(fit), "n_val": cfg.n_val, "n_test": n_eval, "encoder": setup.encoder, "seed": seed,
             **out}, net
