@@ -713,6 +713,7 @@ CLAIM_GROUPS: dict[str, tuple[str, ...]] = {
 ISA_RECORD = ROOT / "reports" / "gpu" / "isa_core_h200"
 """Paper 004's measured GPU run (``outcome_seeds_*.json``: every stage's wall): cells of two models (β-VAE and
 ISA-VAE at β ∈ {1, 2} is one model per strength: 2 per cell) of 3,550 steps at batch 2048, 6 workers on one H200."""
+BENCHMARK_SPEED = ROOT / "reports" / "benchmark_speed"  # `make benchmark-speed` records (CPU step ratios per prior)
 ISA_RECORD_STEPS, ISA_RECORD_MODELS_PER_CELL = 3550, 2
 
 
@@ -745,14 +746,11 @@ def same_nets(setup: SetupParams, then: dict) -> bool:
     return all(getattr(setup, k) == v for k, v in then.items() if k in NET_FIELDS)
 
 
-def reestimate(record: dict, params: Params, record_setups: dict | None = None, speedup=None) -> dict:
-    """The paper profile's training and pretraining GPU-hours under the settings of ``params`` with the
-    ms/step a GPU measured before (``record``: a ``gpu_bench.json`` with section (e)), in total and per
-    paper (a run's group up to its first ``/``; a pretraining counts for its setup's first run's group).
-    A cost key the record did not measure borrows the slowest measured key of its kind and nets (else
-    of its kind), as :func:`paper_gpu_hours` does; one of neither is listed as unmeasured.  ``speedup``:
-    a function of a cost key dividing its ms/step (replicates trained vectorised:
-    :func:`benchmarks.replicates_bench.vectorised_hours`)."""
+def record_ms(record: dict, params: Params, record_setups: dict | None = None):
+    """``(ms_of, stale)``: ``ms_of(cost key)`` → (the ms/step of a training step on the record's GPU,
+    how it was found: ``measured``, ``other batch`` (the same step measured at another batch: the
+    slowest such), ``borrowed`` (the slowest measured key of its kind and nets, else of its kind) or
+    ``unmeasured`` (None)); ``stale``, the record's rows whose setup's nets have changed since."""
     measured = {}  # each row's cost key: its own, or (older records) under ``params`` if its setup's nets are unchanged
     stale = []
     for w in record["gpu_hours"]["work"]:
@@ -778,6 +776,74 @@ def reestimate(record: dict, params: Params, record_setups: dict | None = None, 
         same = [k for k in measured if json.loads(k)[:2] == [kind, net]] or \
             [k for k in measured if json.loads(k)[0] == kind]
         return (max(measured[k] for k in same), "borrowed") if same else (None, "unmeasured")
+
+    return ms_of, stale
+
+
+def benchmark_gpu_hours(record: dict, params: Params, record_setups: dict | None = None,
+                        cpu_speed: dict | None = None) -> dict:
+    """The cross-prior benchmark's training GPU-hours under ``params`` (issue 45), priced as
+    :func:`reestimate` prices runs: each image cell's seeds that it trains (not those it reads from
+    paper 004's ``isa_fit`` cells, not the priors its nets refuse) at ``benchmark.train``'s steps and
+    batch.  A cell whose kind the record has no usable step of is ``unmeasured``; with ``cpu_speed``
+    (a ``make benchmark-speed`` record) it is also extrapolated, apart: the VAE's GPU step on its setup
+    times the prior's CPU step ratio to the VAE there (a CPU ratio, so a guess for a launch-bound GPU).
+    The synthetic table's fits (paper 003's vector data: nets the record never measured) are counted,
+    not priced; its sparse VAE fits are paper 003's own."""
+    from priorlab.studies.benchmark.fit import prior_spec, reused_model
+    from priorlab.studies.benchmark.synthetic import SYNTHETIC, study_method
+
+    ms_of, _ = record_ms(record, params, record_setups)
+    bench = params.benchmark
+    cells, how, hours, guessed = [], {}, 0.0, 0.0
+    tables = (cpu_speed or {}).get("tables", {})
+    for setup in bench.setups:
+        obs = obs_shape_of(params, setup)
+        for prior in bench.priors:
+            spec = prior_spec(params, prior, setup)
+            try:
+                build_model(params.setup(setup), spec, obs)
+            except ValueError as exc:  # ParamsError included: the row shows as not run
+                cells.append({"setup": setup, "prior": prior, "trained_seeds": 0, "not_run": str(exc)[:120]})
+                continue
+            trained = [seed for seed in bench.seeds if reused_model(params, setup, spec, seed) is None]
+            key = cost_key(params, setup, spec, "train", batch=bench.train.batch_size)
+            ms, how[key] = ms_of(key)
+            h = None if ms is None else len(trained) * bench.train.steps * ms / 3.6e6
+            hours += h or 0.0
+            cell = {"setup": setup, "prior": prior, "kind": spec.kind, "trained_seeds": len(trained),
+                    "steps": bench.train.steps, "batch": bench.train.batch_size, "ms_per_step": ms,
+                    "how": how[key], "gpu_hours": None if h is None else round(h, 3)}
+            ratio = tables.get(setup, {}).get("priors", {}).get(prior, {}).get("ratio_to_vae")
+            vae_ms = ms_of(cost_key(params, setup, prior_spec(params, "vae", setup), "train",
+                                    batch=bench.train.batch_size))[0] if "vae" in bench.priors else None
+            if ms is None and ratio is not None and vae_ms is not None:
+                cell["extrapolated_ms_per_step"] = vae_ms * ratio
+                cell["extrapolated_gpu_hours"] = round(len(trained) * bench.train.steps * vae_ms * ratio / 3.6e6, 3)
+                guessed += cell["extrapolated_gpu_hours"]
+            cells.append(cell)
+    synthetic = bench.synthetic
+    fits = {prior: sum(study_method(params, prior_spec(params, prior, SYNTHETIC), seed) is None
+                       for seed in range(synthetic.datasets_per_rho)) * len(synthetic.rhos)
+            for prior in bench.priors} if synthetic.rhos else {}
+    return {"image_cells_gpu_hours": round(hours, 2), "extrapolated_gpu_hours": round(guessed, 2),
+            "unmeasured_cells": sum(c.get("how") == "unmeasured" and c["trained_seeds"] > 0 for c in cells),
+            "extrapolated_from": (cpu_speed or {}).get("profile"), "cells": cells,
+            "cost_keys": {v: sum(h == v for h in how.values()) for v in ("measured", "other batch", "borrowed",
+                                                                          "unmeasured")},
+            "synthetic_fits_not_priced": {"fits": fits, "steps_each": params.sparse_vae_study.train.steps},
+            "not_included": "scoring (the IW bound, the metrics); the synthetic table's fits (counted above)"}
+
+
+def reestimate(record: dict, params: Params, record_setups: dict | None = None, speedup=None) -> dict:
+    """The paper profile's training and pretraining GPU-hours under the settings of ``params`` with the
+    ms/step a GPU measured before (``record``: a ``gpu_bench.json`` with section (e)), in total and per
+    paper (a run's group up to its first ``/``; a pretraining counts for its setup's first run's group).
+    A cost key the record did not measure borrows the slowest measured key of its kind and nets (else
+    of its kind), as :func:`paper_gpu_hours` does; one of neither is listed as unmeasured.  ``speedup``:
+    a function of a cost key dividing its ms/step (replicates trained vectorised:
+    :func:`benchmarks.replicates_bench.vectorised_hours`)."""
+    ms_of, stale = record_ms(record, params, record_setups)
 
     by_group: dict[str, float] = {}
     how: dict[str, str] = {}
@@ -848,6 +914,14 @@ def main(argv: list[str] | None = None) -> int:
         hours = reestimate(json.loads(Path(args.reestimate).read_text()), params,
                            yaml.safe_load(then.read_text()) if then.is_file() else None)
         hours["record"] = args.reestimate
+        bench = None
+        if params.benchmark.priors:
+            speed = BENCHMARK_SPEED / f"{params.profile}.json"  # the CPU ratios of the profile, or the cpu profile's
+            speed = speed if speed.is_file() else BENCHMARK_SPEED / "cpu.json"
+            bench = {**benchmark_gpu_hours(json.loads(Path(args.reestimate).read_text()), params,
+                                           yaml.safe_load(then.read_text()) if then.is_file() else None,
+                                           json.loads(speed.read_text()) if speed.is_file() else None),
+                     "record": args.reestimate, "cpu_ratios": str(speed.relative_to(ROOT)) if speed.is_file() else None}
         outcomes = [json.loads(f.read_text()) for f in sorted(ISA_RECORD.glob("outcome_seeds_*.json"))]
         if outcomes:
             rate = isa_seconds_per_model_step(outcomes)
@@ -855,6 +929,8 @@ def main(argv: list[str] | None = None) -> int:
                                   "record": str(ISA_RECORD.relative_to(ROOT)), "device": "NVIDIA H200 (6 workers)"}
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "gpu_hours.json").write_text(json.dumps(hours, indent=2) + "\n")
+        if bench is not None:
+            (Path(args.out) / "benchmark_gpu_hours.json").write_text(json.dumps(bench, indent=2) + "\n")
         for paper, h in hours["by_paper_gpu_hours"].items():
             print(f"{paper:24s} {h:7.1f} GPU-hours")
         print(f"{'training + pretraining':24s} {hours['train_and_pretrain_gpu_hours']:7.1f} GPU-hours "
@@ -862,6 +938,10 @@ def main(argv: list[str] | None = None) -> int:
               f"batch, {hours['cost_keys']['borrowed']} borrowed)")
         for claim, h in hours["by_claim_gpu_hours"].items():
             print(f"  {claim:34s} {h:7.1f} GPU-hours (its runs' groups: {', '.join(CLAIM_GROUPS[claim])})")
+        if bench is not None:
+            b = bench
+            print(f"{'benchmark (image cells)':24s} {b['image_cells_gpu_hours']:7.1f} GPU-hours priced ({b['cost_keys']}); "
+                  f"{b['unmeasured_cells']} cells unmeasured, extrapolated from CPU ratios: {b['extrapolated_gpu_hours']:.1f}")
         if "isa_study" in hours:
             print(f"{'isa_study (004)':24s} {hours['isa_study']['isa_study']:7.1f} GPU-hours on an H200, "
                   f"the claim's models {hours['isa_study']['004.isa_mig']:.1f}")

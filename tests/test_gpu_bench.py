@@ -189,3 +189,30 @@ def test_reestimate_keys_by_batch_and_drops_rows_measured_on_other_nets():
     assert out["measured"] == len(rows) - sum(r["setup"] == setup for r in rows)
     same = {setup: {"hidden": list(params.setup(setup).hidden)}}
     assert reestimate({"gpu_hours": {"work": rows}}, params, same)["cost_keys"]["measured"] == len(rows)
+
+
+def test_benchmark_gpu_hours_price_the_cells_it_trains():
+    """Issue 45: the paper profile's benchmark priced from a record's ms/step: a cell's trained seeds ×
+    steps × its key's ms (the seeds it reads from paper 004's isa_fit cells and the priors its nets refuse
+    cost nothing); a kind the record lacks is unmeasured, and extrapolated apart with the CPU ratios."""
+    from benchmarks.gpu_bench import benchmark_gpu_hours, cost_key, load_profile
+    from priorlab.studies.benchmark.fit import prior_spec
+
+    params = load_profile()
+    bench = params.benchmark
+    vae_key = cost_key(params, "smiley18", prior_spec(params, "vae", "smiley18"), "train", batch=bench.train.batch_size)
+    record = {"gpu_hours": {"work": [{"key": vae_key, "ms_per_step": 10.0}]}}
+    speed = {"profile": "cpu", "tables": {"smiley18": {"priors": {"vsc": {"ratio_to_vae": 2.0}}}}}
+    out = benchmark_gpu_hours(record, params, cpu_speed=speed)
+    cells = {(c["setup"], c["prior"]): c for c in out["cells"]}
+    vae = cells[("smiley18", "vae")]
+    assert vae["how"] == "measured" and vae["trained_seeds"] == len(bench.seeds)
+    assert vae["gpu_hours"] == pytest.approx(len(bench.seeds) * bench.train.steps * 10.0 / 3.6e6, abs=1e-3)
+    assert cells[("dsprites_isa", "vae")]["trained_seeds"] == 0  # isa_fit's five seeds, read
+    assert "vector observations" in cells[("smiley18", "sparse_vae")]["not_run"]
+    vsc = cells[("smiley18", "vsc")]
+    assert vsc["how"] == "borrowed" or vsc["gpu_hours"] is None  # no VSC key: borrowed from its kind or none
+    if vsc["gpu_hours"] is None:
+        assert vsc["extrapolated_gpu_hours"] == pytest.approx(vae["gpu_hours"] * 2.0, abs=2e-3)
+    assert out["image_cells_gpu_hours"] == pytest.approx(sum(c.get("gpu_hours") or 0 for c in out["cells"]), abs=0.01)
+    assert out["synthetic_fits_not_priced"]["fits"]["beta_vae"] == len(bench.synthetic.rhos) * bench.synthetic.datasets_per_rho
