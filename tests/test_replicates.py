@@ -374,46 +374,50 @@ def _claims(project) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("run0", ["smiley_vsc-vsc_smiley-0", "dsprites-fmvae_ss-0"])
-def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(tiny_serial, run0):
-    """``replicates.mode: vectorised``: the runner trains the ready seeds of an arm (VSC on Smiley; the
+def test_arms_trained_vectorised_by_the_runner_give_the_separate_runs_claims(tiny_serial):
+    """``replicates.mode: vectorised``: the runner trains the ready seeds of each arm (VSC on Smiley; the
     semi-supervised factorial mixture VAE on dSprites, with its SVI and first-order prior updates after
-    each step: seeds 0 and 1) in one process, each recorded as its train@ stage; with seed 1 dropped
-    again, the report's claims equal those of the separate run (the tiny fixture's): the same verdicts and
-    leans, the numbers to float rounding.  Seed 0's trained model is removed first and the run-cache is not used
-    (``--no-run-cache``), so that it is trained again, vectorised, not restored."""
+    each step: seeds 0 and 1 of each) in one process per arm, each recorded as its train@ stage; with the
+    seeds 1 dropped again, the report's claims equal those of the separate runs (the tiny fixture's): the
+    same verdicts and leans, the numbers to float rounding.  The seeds 0's trained models are removed first
+    and the run-cache is not used (``--no-run-cache``), so that they are trained again, vectorised, not
+    restored."""
     import json
     import math
     import shutil
     import sys
 
-    from tests.tiny_pipeline import dvc, param_texts, read_params, restore_params, sh, write_params
+    from tests.tiny_pipeline import param_texts, read_params, restore_params, sh, write_params
 
     project = tiny_serial.path
     before = _claims(project)
     original = param_texts(project)
     raw = read_params(project)
-    run1 = run0[:-1] + "1"
-    group = raw["runs"][run0]["group"]
+    arms = [("smiley_vsc-vsc_smiley-0", "smiley_vsc-vsc_smiley-1"), ("dsprites-fmvae_ss-0", "dsprites-fmvae_ss-1")]
     try:
         raw["replicates"]["mode"] = "vectorised"
-        two = {**raw["runs"], run1: {**raw["runs"][run0], "seed": 1}}
+        two = {**raw["runs"], **{run1: {**raw["runs"][run0], "seed": 1} for run0, run1 in arms}}
         write_params(project, {**raw, "runs": two})
-        arms = sh(project, sys.executable, "stages/train.py", "--arms", ",".join(two))
-        assert json.loads(arms.stdout.strip().splitlines()[-1]) == [[run0, run1]]  # the only arm of 2+ seeds
-        old_model = (project / "models" / "train" / group / run0 / "model.pt").read_bytes()
-        for out in (project / "models" / "train" / group / run0, project / "reports" / "live" / "train" / group / run0):
-            shutil.rmtree(out)
+        grouped = sh(project, sys.executable, "stages/train.py", "--arms", ",".join(two))
+        assert json.loads(grouped.stdout.strip().splitlines()[-1]) == [list(a) for a in arms]  # the arms of 2+ seeds
+        old_models = {}
+        for run0, _ in arms:
+            group = raw["runs"][run0]["group"]
+            old_models[run0] = (project / "models" / "train" / group / run0 / "model.pt").read_bytes()
+            for out in (project / "models" / "train" / group / run0, project / "reports" / "live" / "train" / group / run0):
+                shutil.rmtree(out)
         first = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2", "--no-run-cache",
-                   f"train@{run0}", f"train@{run1}")
-        assert f"running train@{run0} + train@{run1}: python stages/train.py --runs {run0},{run1}" in first.stdout \
-            or f"running train@{run1} + train@{run0}: python stages/train.py --runs {run1},{run0}" in first.stdout, \
-            first.stdout
-        assert (project / "models" / "train" / group / run0 / "model.pt").read_bytes() != old_model  # rounding
-        write_params(project, raw)  # seed 1 gone
+                   *[f"train@{r}" for arm in arms for r in arm])
+        for run0, run1 in arms:
+            assert f"train@{run0} + train@{run1}: python stages/train.py --runs {run0},{run1}" in first.stdout \
+                or f"train@{run1} + train@{run0}: python stages/train.py --runs {run1},{run0}" in first.stdout, \
+                first.stdout
+            group = raw["runs"][run0]["group"]
+            assert (project / "models" / "train" / group / run0 / "model.pt").read_bytes() != old_models[run0]  # rounding
+        write_params(project, raw)  # the seeds 1 gone
         second = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2", "report")
-        assert "running train@" not in second.stdout  # the vectorised member stands; no other run retrained
-        assert f"running evaluate@{run0}" in second.stdout
+        assert "running train@" not in second.stdout  # the vectorised members stand; no other run retrained
+        assert all(f"running evaluate@{run0}" in second.stdout for run0, _ in arms)
         after = _claims(project)
         assert after.keys() == before.keys() and before
         for key, (verdict, lean, values) in before.items():
@@ -423,12 +427,11 @@ def test_an_arm_trained_vectorised_by_the_runner_gives_the_separate_runs_claims(
     finally:
         restore_params(original)
         for folder in ("models/prior_init", "models/train", "reports/live/train"):
-            for path in (project / folder).rglob(run1):
-                shutil.rmtree(path, ignore_errors=True)
+            for _, run1 in arms:
+                for path in (project / folder).rglob(run1):
+                    shutil.rmtree(path, ignore_errors=True)
         sh(project, "git", "checkout", "-q", "--", ".")
         sh(project, "git", "clean", "-fdq", "--", "metrics", "reports")
-        dvc(project, "checkout", "-q")
-    assert "up to date" in dvc(project, "status").stdout
 
 
 def test_train_arms_groups_the_seeds_of_one_model_and_nets_under_the_chosen_mode(monkeypatch):
