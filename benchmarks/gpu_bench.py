@@ -799,6 +799,8 @@ def benchmark_gpu_hours(record: dict, params: Params, record_setups: dict | None
     tables = (cpu_speed or {}).get("tables", {})
     for setup in bench.setups:
         obs = obs_shape_of(params, setup)
+        vae_ms = ms_of(cost_key(params, setup, prior_spec(params, "vae", setup), "train",
+                                batch=bench.train.batch_size))[0] if "vae" in bench.priors else None
         for prior in bench.priors:
             spec = prior_spec(params, prior, setup)
             try:
@@ -815,8 +817,6 @@ def benchmark_gpu_hours(record: dict, params: Params, record_setups: dict | None
                     "steps": bench.train.steps, "batch": bench.train.batch_size, "ms_per_step": ms,
                     "how": how[key], "gpu_hours": None if h is None else round(h, 3)}
             ratio = tables.get(setup, {}).get("priors", {}).get(prior, {}).get("ratio_to_vae")
-            vae_ms = ms_of(cost_key(params, setup, prior_spec(params, "vae", setup), "train",
-                                    batch=bench.train.batch_size))[0] if "vae" in bench.priors else None
             if ms is None and ratio is not None and vae_ms is not None:
                 cell["extrapolated_ms_per_step"] = vae_ms * ratio
                 cell["extrapolated_gpu_hours"] = round(len(trained) * bench.train.steps * vae_ms * ratio / 3.6e6, 3)

@@ -47,7 +47,7 @@ from priorlab.config import OptimParams, ParamsError
 from priorlab.io import pack_flags, write_json, write_json_folder
 from priorlab.models.classifier import Classifier
 from priorlab.models.protocol import TrainingSet
-from priorlab.train.trainer import Monitor
+from priorlab.train import Monitor, fit
 
 if TYPE_CHECKING:
     from priorlab.config import Params, SupervisedCeilingParams
@@ -105,8 +105,6 @@ def train_classifier(net: nn.Module, prepare, train: tuple[torch.Tensor, torch.T
     stops it or ``cfg.max_steps``; test accuracy of the best-validation weights, which ``net`` is left
     with.  ``checkpoint`` (with the run's ``fingerprint``): resumable state every ``cfg.eval_every``
     steps (default: none kept past the call)."""
-    from priorlab.train import fit  # lazy: the trainer and its dvclive, only in the stage that trains
-
     model = Classifier(net)
     monitor = ValidationPlateau(val, prepare, cfg)
     opt = OptimParams(steps=cfg.max_steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=seed,
