@@ -118,7 +118,7 @@ def test_every_plot_reads_files_some_stage_writes():
     orphans = {path: plot_id for path, plot_id in plot_files().items()  # a file in an out, or a folder of outs
                if not any(p.fullmatch(path) for p in patterns) and not any(o.startswith(path + "/") for o in outs)}
     assert not orphans, f"dvc.yaml plots: no stage has these files in its outs: {orphans}"
-    assert {"reports/isa_experiments/mig_vs_beta.csv", "reports/isa_experiments/mig_vs_gamma.csv",
+    assert {"reports/isa_experiments/mig_vs_beta.csv",
             "reports/sparse_vae_experiments/recovery_vs_rho.csv"} <= set(plot_files())  # papers 004 and 003
 
 
@@ -145,7 +145,10 @@ def test_study_data_plots_name_the_columns_their_stages_write(profile):
                 missing = {props["x"], *np.atleast_1d(fields)} - set(headers[path])
                 assert not missing, f"{plot_id}: {path} has no columns {sorted(missing)} ({headers[path]})"
                 plotted.add(path)
-    assert plotted == set(headers)
+    # every table is plotted but FactorVAE's γ grid, which the cpu profile does not run (a named column a
+    # profile does not write would empty the whole plot: dvc.yaml plots the claim's models only)
+    assert plotted == set(headers) - {f"reports/{isa_experiments.NAME}/mig_vs_gamma.csv"}
+    assert (f"reports/{isa_experiments.NAME}/mig_vs_gamma.csv" in headers) == (profile == "paper")
 
 
 @pytest.mark.slow
