@@ -61,6 +61,26 @@ def test_study_params_are_checked():
         parse_params(raw)
 
 
+def test_a_strength_grid_is_given_exactly_when_a_model_trains_on_it():
+    """A grid no study model reads must be empty (the settings table shows what runs, not a stale name);
+    one a model reads must not be."""
+    raw = raw_params()
+    raw["isa_study"].update({"models": ["bvae", "isa"], "gammas": [3]})  # no FactorVAE: its γ grid is read by none
+    with pytest.raises(ParamsError, match=r"isa_study.gammas is read by no models entry .*factor_vae.*set it to \[\]"):
+        parse_params(raw)
+    raw["isa_study"]["gammas"] = []
+    assert parse_params(raw).isa_study.gammas == []
+    raw = raw_params()
+    raw["isa_study"].update({"models": ["fvae"], "betas": [1]})  # FactorVAE alone: no β grid
+    with pytest.raises(ParamsError, match="isa_study.betas is read by no models entry"):
+        parse_params(raw)
+    raw["isa_study"]["betas"] = []
+    parse_params(raw)
+    raw["isa_study"]["gammas"] = []
+    with pytest.raises(ParamsError, match="isa_study.gammas must not be empty"):
+        parse_params(raw)
+
+
 def frame(isa: dict, bvae: dict, seeds: int = 3, floor: float = 0.005) -> pd.DataFrame:
     rows = []
     for lab, migs in (("ISA-VAE", isa), ("β-VAE", bvae)):

@@ -35,7 +35,8 @@ class MigChenParams:
 class IsaStudyParams:
     """Paper 004's dSprites study (an ``isa_fit`` cell per model and seed, aggregated by ``isa_experiments``):
     every ``models`` entry over the β grid (``beta`` of kind vae, ``tc_weight`` of kind beta_tcvae: the
-    paper's β weights the TC term of (ISA-)β-TCVAE) or, for kind factor_vae, the γ grid, × seeds;
+    paper's β weights the TC term of (ISA-)β-TCVAE) or, for kind factor_vae, the γ grid, × seeds (a grid
+    no entry reads is empty);
     from scratch on ``setup`` with ``train``; metrics with ``evaluate``.  ``setup: ""`` = off.  The
     setup must be on the ``dsprites`` data set: the cells' DVC dependencies are ``data/dsprites`` and
     ``datasets.dsprites``, so that other setups and data sets never rerun them."""
@@ -63,10 +64,17 @@ class IsaStudyParams:
         for i, m in enumerate(self.models):
             _one_of(f"{key}.models[{i}]", m, tuple(params.models))
             _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, tuple(self.GRID))
-        for name in ("betas", "gammas", "seeds"):
-            if not getattr(self, name):
+        read = {"beta" if self.GRID[params.models[m].kind] != "gamma" else "gamma" for m in self.models}
+        for name, grid in (("betas", "beta"), ("gammas", "gamma"), ("seeds", None)):
+            values = getattr(self, name)
+            if grid and grid not in read:  # a grid no cell trains: empty, so the settings table shows what runs
+                if values:
+                    raise ParamsError(f"{key}.{name} is read by no models entry of {key}.models "
+                                      f"(kinds {', '.join(k for k, g in self.GRID.items() if g == grid)}): set it to []")
+                continue
+            if not values:
                 raise ParamsError(f"{key}.{name} must not be empty")
-            for i, v in enumerate(getattr(self, name)):
+            for i, v in enumerate(values):
                 _non_negative(f"{key}.{name}[{i}]", v)
         self.train.check(f"{key}.train")
         self.evaluate.check(f"{key}.evaluate")
