@@ -64,13 +64,14 @@ class IsaStudyParams:
         for i, m in enumerate(self.models):
             _one_of(f"{key}.models[{i}]", m, tuple(params.models))
             _one_of(f"{key}.models[{i}] (its kind)", params.models[m].kind, tuple(self.GRID))
-        read = {"beta" if self.GRID[params.models[m].kind] != "gamma" else "gamma" for m in self.models}
-        for name, grid in (("betas", "beta"), ("gammas", "gamma"), ("seeds", None)):
+        grid_of = {kind: "gammas" if field == "gamma" else "betas" for kind, field in self.GRID.items()}
+        read = {grid_of[params.models[m].kind] for m in self.models}
+        for name in ("betas", "gammas", "seeds"):
             values = getattr(self, name)
-            if grid and grid not in read:  # a grid no cell trains: empty, so the settings table shows what runs
+            if name != "seeds" and name not in read:  # a grid no cell trains: empty, so the settings table shows what runs
                 if values:
                     raise ParamsError(f"{key}.{name} is read by no models entry of {key}.models "
-                                      f"(kinds {', '.join(k for k, g in self.GRID.items() if g == grid)}): set it to []")
+                                      f"(kinds {', '.join(k for k, g in grid_of.items() if g == name)}): set it to []")
                 continue
             if not values:
                 raise ParamsError(f"{key}.{name} must not be empty")
