@@ -79,7 +79,7 @@ test-fast: venv        ## skip the slow statistical and end-to-end checks
 	$(BIN)/python -m pytest -q -m "not slow"
 
 SET ?=
-profile: venv          ## make profile PROFILE=tiny|cpu|paper [SET='key.path=value ...']: profiles/$(PROFILE).yaml (with SET) to params.yaml + params/*.yaml
+profile: venv          ## make profile PROFILE=tiny|cpu|paper [SET='key.path=value ...']: profiles/$(PROFILE).yaml (with SET) to params.yaml + params/*.json
 	$(BIN)/python -m priorlab.config use $(PROFILE) $(foreach s,$(SET),--set '$(s)')
 
 bench: venv            ## training-step time ratios and the tiny pipeline's wall time -> reports/bench.json

@@ -30,14 +30,20 @@ def test_params_files_are_the_default_cpu_profile_cut_by_section():
 
 
 def test_the_split_reads_back_as_the_profile_with_its_comments_and_refuses_what_it_cannot_cut():
+    """params.yaml keeps the profile's comments; each section file is its sections as JSON, in order."""
+    import json
+
     from priorlab.config import split_sections
 
     text = (ROOT / "profiles" / "paper.yaml").read_text()
     pieces = split_sections(text)
-    assert "# paper 004 A.4: MLP 1200-1200 nets" in pieces["params/setups.yaml"]
-    assert pieces["params/studies.yaml"].startswith("isa_study:                   # paper 004's dSprites study")
+    whole = yaml.safe_load(text)
+    assert "# Smiley: 60,000 training images" in pieces["params.yaml"]
     assert set(yaml.safe_load(pieces["params.yaml"])) == {"profile", "device", "threads", "pretrain", "train",
                                                           "replicates", "evaluate", "figures"}
+    studies = json.loads(pieces["params/studies.json"])
+    assert list(studies)[0] == "isa_study" and studies == {k: whole[k] for k in studies}
+    assert json.loads(pieces["params/setups.json"]) == {"setups": whole["setups"]}
     with pytest.raises(ParamsError, match="could not split it"):
         split_sections("{profile: cpu, models: {}}\n", "flow.yaml")  # no `name:` lines to cut at
 
@@ -50,15 +56,18 @@ def test_a_section_in_the_wrong_file_or_a_missing_file_is_named(tmp_path):
     assert load_params(tmp_path / "params.yaml").profile == "tiny"
     main_file = tmp_path / "params.yaml"
     main_file.write_text(main_file.read_text() + "models: {}\n")
-    with pytest.raises(ParamsError, match=r"section 'models' belongs in params/models.yaml, where dvc.yaml reads it"):
+    with pytest.raises(ParamsError, match=r"section 'models' belongs in params/models.json, where dvc.yaml reads it"):
         load_params(main_file)
     write_raw(raw(), tmp_path)
-    runs = tmp_path / "params" / "runs.yaml"
-    runs.write_text(runs.read_text() + "threads: 2\n")
-    with pytest.raises(ParamsError, match=r"runs.yaml: section 'threads' belongs in params.yaml"):
+    runs = tmp_path / "params" / "runs.json"
+    runs.write_text(runs.read_text()[:-2] + ', "threads": 2}\n')
+    with pytest.raises(ParamsError, match=r"runs.json: section 'threads' belongs in params.yaml"):
+        load_params(main_file)
+    runs.write_text(runs.read_text()[:-2] + ",}\n")
+    with pytest.raises(ParamsError, match=r"runs.json:\d+:\d+: not valid JSON"):
         load_params(main_file)
     runs.unlink()
-    with pytest.raises(ParamsError, match=r"runs.yaml: parameter file not found"):
+    with pytest.raises(ParamsError, match=r"runs.json: parameter file not found"):
         load_params(main_file)
 
 
@@ -119,18 +128,18 @@ def test_use_profile_with_overrides_keeps_comments_and_refuses_typos(tmp_path, c
     (tmp_path / "profiles" / "paper.yaml").write_text((ROOT / "profiles" / "paper.yaml").read_text())
     sets = ["isa_study.betas=[1, 2]", "isa_study.train.steps=3550", "threads=2"]
     use_profile("paper", tmp_path, overrides=sets)
-    text = (tmp_path / "params" / "setups.yaml").read_text()
+    text = (tmp_path / "params.yaml").read_text()
     p = load_params(tmp_path / "params.yaml")
     assert p.isa_study.betas == [1.0, 2.0] and p.isa_study.train.steps == 3550 and p.threads == 2
     assert p.isa_study.train.batch_size == 2048  # the rest of the flow mapping is kept
-    assert "# paper 004 A.4: MLP 1200-1200 nets" in text  # comments survive
-    before = (tmp_path / "params" / "studies.yaml").read_text()
+    assert "# Smiley: 60,000 training images" in text  # comments survive
+    before = (tmp_path / "params" / "studies.json").read_text()
     for bad, message in [("isa_study.train.stepz=1", "has no key isa_study.train.stepz"),
                          ("isa_study.betas", "expected DOTTED.KEY=VALUE"),
                          ("isa_study.train.steps=-5", "steps")]:
         with pytest.raises(ParamsError, match=message):
             use_profile("paper", tmp_path, overrides=[bad])
-        assert (tmp_path / "params" / "studies.yaml").read_text() == before  # nothing half-written
+        assert (tmp_path / "params" / "studies.json").read_text() == before  # nothing half-written
         assert not list(tmp_path.glob(".params-*"))
     monkeypatch.chdir(tmp_path)
     assert main(["use", "paper", "--set", "threads=3"]) == 0

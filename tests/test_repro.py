@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,7 +89,9 @@ def test_the_runner_reports_its_own_cpu_not_the_stages(project, capsys):
     timings = json.loads((project / "timings.json").read_text())
     assert timings["stages"]["burn"]["wall_s"] >= 3.0
     assert 0 < timings["runner_cpu_s"] < 2.0, timings  # the stage's 3 s are its own
-    assert f"the runner's own CPU {timings['runner_cpu_s']:.1f} s (" in line and line.endswith("% of one core)"), line
+    shown = re.search(r"the runner's own CPU (\d+\.\d) s \(", line)
+    assert shown and line.endswith("% of one core)"), line
+    assert abs(float(shown.group(1)) - timings["runner_cpu_s"]) <= 0.051, line  # one decimal of the same value
 
 
 def test_after_a_failed_dvc_repro_the_runner_ignores_the_outputs_dvc_recorded_but_unignored(project):
@@ -471,44 +474,6 @@ def test_a_stage_that_does_not_write_its_output_fails_in_one_line(project):
     assert "error: stage b exited 0 but DVC cannot record it: output 'b.txt' does not exist" in done.stdout
     lock = yaml.safe_load((project / "dvc.lock").read_text())
     assert "a" in lock["stages"] and "b" not in lock["stages"]
-
-
-def test_hash_code_dirs_once_hashes_a_code_directory_once_and_leaves_outputs_to_dvc(tmp_path):
-    """Three stages depend on the directory ``lib`` (a code dependency no stage writes): DVC builds its
-    hash once inside the block, the same hash as without it; an output directory is hashed by DVC each
-    time (a stage may have just rewritten it)."""
-    from dvc.output import Output
-
-    from stagerun import dvc_adapter
-
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    assert _dvc(tmp_path, "init", "-q").returncode == 0
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "code.py").write_text("x = 1\n")
-    stages = {f"s{i}": {"cmd": f"mkdir -p o{i} && echo {i} > o{i}/f", "deps": ["lib"], "outs": [f"o{i}"]}
-              for i in range(3)}
-    stages["t"] = {"cmd": "cat o0/f > t.txt", "deps": ["o0"], "outs": ["t.txt"]}
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
-    assert _dvc(tmp_path, "repro", "-q").returncode == 0
-    with dvc_adapter.open_repo(tmp_path) as repo:
-        original, built = Output._get_hash_meta, []
-
-        def counting(self):
-            built.append(os.path.basename(self.fs_path))
-            return original(self)
-
-        Output._get_hash_meta = counting
-        try:
-            plain = {s.name: s.deps[0].get_hash() for s in repo.index.stages}
-            built.clear()
-            with dvc_adapter.hash_code_dirs_once(repo):
-                kept = {s.name: s.deps[0].get_hash() for s in repo.index.stages}
-                assert not any(s.changed() for s in repo.index.stages)  # a no-op stays a no-op
-        finally:
-            Output._get_hash_meta = original
-        assert kept == plain and plain["s0"] == plain["s2"]
-        assert built.count("lib") == 1 and built.count("o0") >= 2  # the output: DVC's every time
-        assert Output._get_hash_meta is original
 
 
 @pytest.mark.parametrize("change, message", [({"lr": -1.0}, "train.lr"), (None, "not valid YAML")])

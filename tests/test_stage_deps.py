@@ -3,10 +3,11 @@ can import — its static import closure, function-level imports included, ``TYP
 excluded, a package's ``__init__`` with each of its modules — lies under one of the stage's ``deps``.
 A dependency missing from ``dvc.yaml`` means an edit to that file would not rerun the stage.
 
-Every stage depends on ``src/priorlab`` as a whole: each stage kind's closure already holds 76 to 91 of
-the library's 101 modules (``pipeline`` dispatches to evaluation, figures and the report; ``config`` validates
-against the registries of models, metrics and likelihoods), so narrower folders would save no reruns
-today.  The test keeps the choice honest if the deps are narrowed later."""
+Every stage depends on ``src/priorlab`` as a whole, through ``models/code.json``, the digest the ``code``
+stage writes of it (DVC hashes the folder once per status, not once per stage): each stage kind's closure
+already holds 76 to 91 of the library's 101 modules (``pipeline`` dispatches to evaluation, figures and the
+report; ``config`` validates against the registries of models, metrics and likelihoods), so narrower folders
+would save no reruns today.  The test keeps the choice honest if the deps are narrowed later."""
 
 from __future__ import annotations
 
@@ -88,15 +89,70 @@ def import_closure(script: Path) -> set[Path]:
     return {module_file(m) for m in seen}
 
 
+CODE_STAGE = "code"
+"""The stage that digests the library: its outputs stand for its deps in every other stage's deps."""
+
+
 def stages() -> dict[str, tuple[Path, list[str]]]:
-    """dvc.yaml's stages: the script each command runs and the dependency paths without ``${…}``."""
+    """dvc.yaml's stages: the script each command runs and the dependency paths without ``${…}``, an
+    output of the ``code`` stage read as that stage's deps (the folder it digests)."""
+    spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    code = spec[CODE_STAGE]
     out = {}
-    for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items():
+    for name, stage in spec.items():
         body = stage.get("do", stage)
         words = body["cmd"].split()
         script = next(w for w in words if w.endswith(".py"))
-        out[name] = (ROOT / script, [d for d in body.get("deps", []) if "${" not in str(d)])
+        deps = []
+        for d in body.get("deps", []):
+            if "${" not in str(d):
+                deps += code["deps"] if d in code["outs"] and name != CODE_STAGE else [d]
+        out[name] = (ROOT / script, deps)
     return out
+
+
+def test_every_stage_but_code_reaches_the_library_through_its_digest():
+    """The folder is hashed by one stage: any other stage naming ``src/priorlab`` itself would bring back
+    a hash of the whole library per stage in every plain ``dvc status``."""
+    spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert spec[CODE_STAGE]["deps"] == ["stages/code.py", "src/priorlab"]
+    assert spec[CODE_STAGE]["outs"] == ["models/code.json"]
+    for name, stage in spec.items():
+        if name != CODE_STAGE:
+            deps = stage.get("do", stage).get("deps", [])
+            assert "models/code.json" in deps and not any(str(d).startswith("src") for d in deps), name
+
+
+def test_the_digest_lists_the_files_dvc_hashes_and_changes_with_any_of_them(tmp_path):
+    """``io.tree_digest`` leaves out what ``.dvcignore`` does (a byte-compiled file, an egg-info folder), so
+    it changes exactly when DVC's hash of the folder does: on an edit, a new file or a removed one."""
+    from dvc.fs import LocalFileSystem
+    from dvc.ignore import DvcIgnoreFilter
+
+    from priorlab.io import tree_digest
+
+    lib = tmp_path / "src" / "lib"
+    (lib / "sub" / "__pycache__").mkdir(parents=True)
+    (lib / "x.egg-info").mkdir()
+    (lib / "a.py").write_text("a = 1\n")
+    (lib / "sub" / "b.py").write_text("b = 2\n")
+    (lib / "sub" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"\0")
+    (lib / "stray.pyc").write_bytes(b"\0")
+    (lib / "x.egg-info" / "PKG-INFO").write_text("x\n")
+    (tmp_path / ".dvcignore").write_text((ROOT / ".dvcignore").read_text())
+    fs = LocalFileSystem()
+    dvc_files = sorted(Path(p).relative_to(lib).as_posix() for p in DvcIgnoreFilter(fs, str(tmp_path)).find(fs, str(lib)))
+    digest = tree_digest(lib)
+    assert list(digest) == dvc_files == ["a.py", "sub/b.py"]
+    (lib / "stray.pyc").write_bytes(b"\1")  # ignored by both
+    assert tree_digest(lib) == digest
+    for change in (lambda: (lib / "a.py").write_text("a = 2\n"), lambda: (lib / "c.py").write_text(""),
+                   lambda: (lib / "sub" / "b.py").unlink()):
+        before = tree_digest(lib)
+        change()
+        assert tree_digest(lib) != before
+    with pytest.raises(FileNotFoundError, match="folder not found"):
+        tree_digest(tmp_path / "nowhere")
 
 
 def uncovered(files: set[Path], deps: list[str]) -> list[str]:

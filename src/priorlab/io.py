@@ -1,4 +1,4 @@
-"""Atomic output writing and the array-file manifest.
+"""Atomic output writing, the array-file manifest and the digest of a source folder.
 
 Every output is written to a temporary file in the destination directory and
 renamed into place, so a killed stage never leaves a half-written file.
@@ -7,6 +7,7 @@ renamed into place, so a killed stage never leaves a half-written file.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import glob
 import hashlib
 import json
@@ -151,6 +152,31 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+DIGEST_SKIPPED = ("__pycache__", "*.pyc", "*.egg-info")
+"""Names :func:`tree_digest` leaves out (a folder's name: all below it), as ``.dvcignore`` keeps them out of
+DVC's hash of a folder (``tests/test_stage_deps.py`` checks that the two list the same files)."""
+
+
+def tree_digest(root: str | Path) -> dict[str, str]:
+    """The sha256 of every file under ``root``, by its POSIX path relative to ``root``, in sorted order,
+    without what :data:`DIGEST_SKIPPED` names: it changes exactly when DVC's hash of the folder does."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: folder not found")
+
+    def skipped(name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in DIGEST_SKIPPED)
+
+    digest = {}
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [d for d in subfolders if not skipped(d)]
+        for name in files:
+            if not skipped(name):
+                path = Path(folder) / name
+                digest[path.relative_to(root).as_posix()] = sha256_file(path)
+    return dict(sorted(digest.items()))
 
 
 def array_manifest(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:

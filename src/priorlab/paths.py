@@ -20,6 +20,15 @@ and the studies' ablation stages write under it, outside every folder a claim, `
 reads, so ``dvc repro report`` never trains an arm; the ``diagnosis`` stage reads them."""
 
 
+LIBRARY = Path("src") / "priorlab"
+"""The library's source, as ``dvc.yaml``'s ``code`` stage names it (its one dependency on the package)."""
+
+
+def code_digest_file() -> Path:
+    """Output of ``code``: the sha256 of each of :data:`LIBRARY`'s files, what every other stage depends on."""
+    return MODELS / "code.json"
+
+
 def is_diagnosis(group: str) -> bool:
     """Whether runs of ``group`` are diagnosis arms (``diagnosis/...``) rather than runs a claim reads."""
     return group.split("/")[0] == DIAGNOSIS

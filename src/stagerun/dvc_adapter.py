@@ -16,9 +16,7 @@ DVC's public API; what it relies on:
 * ``dvc.config.Config(dvc_dir=...)`` and its ``edit("local")``, to copy remotes into a worktree;
 * ``ProjectFile.dump_stages(stages, update_pipeline=False)`` (``stage.dvcfile``), for ``dvc.lock``;
 * ``dvc.dependency.param.read_param_file`` / ``load_path`` and ``dvc.fs.LocalFileSystem``, which
-  :func:`parse_params_once` swaps for a caching reader;
-* ``dvc.output.Output._get_hash_meta`` and ``Output.fs_path`` / ``is_in_repo``, which
-  :func:`hash_code_dirs_once` wraps with a cache for the directories no stage writes.
+  :func:`parse_params_once` swaps for a caching reader.
 
 Every function here refuses an untested DVC (:func:`require_tested_dvc`) before it touches DVC.
 Stages and the project are DVC's own objects; callers read only a stage's ``addressing``, ``cmd``
@@ -474,42 +472,3 @@ def parse_params_once():
         yield
     finally:
         dvc_param.read_param_file = original
-
-
-@contextlib.contextmanager
-def hash_code_dirs_once(repo) -> Iterator[None]:
-    """Within this block, DVC hashes each dependency directory that no stage writes (the library,
-    ``src/priorlab``, a dependency of every stage) once, not once per stage: ``Stage.changed`` rebuilds
-    the directory's hash tree for every stage that depends on it (about 10 ms a stage).  The hash is
-    the directory's as the block began: a source edit during a run is recorded as a change, so the
-    stages show as stale afterwards (without the cache, the stages not yet reached would rerun with
-    the edit and record it).  What DVC returns is returned."""
-    require_tested_dvc()
-    from copy import deepcopy
-
-    from dvc.output import Output
-
-    root = os.path.abspath(repo.root_dir)
-    written = [os.path.abspath(o.fs_path) for s in repo.index.stages for o in s.outs]
-    original = Output._get_hash_meta
-    kept: dict = {}
-
-    def cacheable(path: str) -> bool:
-        path = os.path.abspath(path)
-        return path.startswith(root + os.sep) and not any(
-            w == path or w.startswith(path + os.sep) or path.startswith(w + os.sep) for w in written)
-
-    def get_hash_meta(self):
-        path = self.fs_path
-        if not (isinstance(path, str) and self.is_in_repo and cacheable(path) and os.path.isdir(path)):
-            return original(self)
-        key = (path, self.use_cache)
-        if key not in kept:
-            kept[key] = original(self)
-        return deepcopy(kept[key])  # DVC's own objects per output, as without the cache
-
-    Output._get_hash_meta = get_hash_meta
-    try:
-        yield
-    finally:
-        Output._get_hash_meta = original

@@ -413,7 +413,7 @@ def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequenc
     require_tested_dvc()  # before anything else, as the adapter does before it touches DVC
     envs = worker_envs(jobs, gpus)
     preload = not gpus if preload is None else preload
-    with dvc_adapter.open_repo(root) as repo, parse_params_once(), dvc_adapter.hash_code_dirs_once(repo):
+    with dvc_adapter.open_repo(root) as repo, parse_params_once():
         run = _Run(repo, set(dvc_adapter.select(repo, targets)), envs, dry, log, preload, run_cache)
         run.out.jobs = jobs
         start = time.monotonic()
@@ -475,7 +475,7 @@ def record(targets: Sequence[str] | None = None, root: str | Path = ".", log=pri
     provably leaves outputs as they are (a refactor, a comment); it records whatever is on disk.  A whole
     record (no ``targets``) also drops the entries of stages the pipeline no longer has."""
     require_tested_dvc()
-    with dvc_adapter.open_repo(root) as repo, parse_params_once(), dvc_adapter.hash_code_dirs_once(repo):
+    with dvc_adapter.open_repo(root) as repo, parse_params_once():
         stages = dvc_adapter.select(repo, targets)
         for stage in stages:
             dvc_adapter.save_run(stage)
