@@ -259,8 +259,8 @@ def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_p
     plan = tmp_path / "plan.json"
     sh(project, sys.executable, "-m", "stagerun.plan", "export", "isa_experiments", "--out", str(plan))
     stages = [s["name"] for s in json.loads(plan.read_text())["stages"]]
-    assert stages[0] == "data@dsprites" and stages[-1] == "isa_experiments", stages
-    assert {"isa_fit@isa_vae-0", "isa_fit@isa_beta_vae-0"} <= set(stages) and len(stages) == 4, stages
+    assert stages[:2] == ["code", "data@dsprites"] and stages[-1] == "isa_experiments", stages
+    assert {"isa_fit@isa_vae-0", "isa_fit@isa_beta_vae-0"} <= set(stages) and len(stages) == 5, stages
     bare = copy_project(ROOT, tmp_path / "bare")
     sh(bare, sys.executable, "-m", "priorlab.config", "use", "tiny")
     block = tmp_path / "block"
@@ -272,7 +272,7 @@ def test_a_target_runs_from_its_plan_where_dvc_cannot_be_imported(project, tmp_p
     (bare / "reports" / "isa_experiments" / "stale.png").write_text("an earlier run's figure")
     proc = sh(bare, sys.executable, "-m", "stagerun.plan", "run", str(plan), "-j", "2", "--record",
               str(tmp_path / "record.json"), env=env)
-    assert "4 stage(s) ran, 0 failed" in proc.stdout, proc.stdout
+    assert "5 stage(s) ran, 0 failed" in proc.stdout, proc.stdout
     out, ref = bare / "reports" / "isa_experiments", project / "reports" / "isa_experiments"
     assert (out / "README.md").is_file() and (out / "latents_isa_vae.png").is_file()
     assert not (out / "stale.png").exists()  # outputs go before a stage runs, as with dvc repro

@@ -55,9 +55,9 @@ WAIT_S = 12 * 3600.0
 
 POLL_S = 60.0
 
-EVERY_SHARD = ("setup_runs",)
-"""Stages every shard computes itself, first: cheap and deterministic (files written from the params),
-and read by the ``prior_init@`` stages a shard restores (the run-cache key includes them)."""
+EVERY_SHARD = ("code", "setup_runs")
+"""Stages every shard computes itself, first: cheap and deterministic (files written from the library's
+source and the params), and read by the stages a shard restores (the run-cache key includes them)."""
 
 
 class ShardError(UserError, ValueError):
