@@ -3,5 +3,6 @@ over machines (``shard``), a Slurm array (``slurm``), plans for a target without
 forked stage processes (``prefork``) and the one adapter over DVC's internals (``dvc_adapter``).
 
 It imports :mod:`priorlab` and is never imported by it; the stages (``stages/*.py``) depend on
-``src/priorlab`` alone, so an edit here leaves every stage of ``dvc.lock`` up to date.
+``src/priorlab`` alone (through the ``code`` stage's digest of it), so an edit here leaves every stage of
+``dvc.lock`` up to date.
 """
