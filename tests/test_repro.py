@@ -94,6 +94,23 @@ def test_the_runner_reports_its_own_cpu_not_the_stages(project, capsys):
     assert abs(float(shown.group(1)) - timings["runner_cpu_s"]) <= 0.051, line  # one decimal of the same value
 
 
+def test_the_runner_looks_for_ready_stages_only_after_a_change(project, monkeypatch):
+    """issue 44: while a stage runs, the runner polls for its exit every 50 ms but looks for ready stages
+    only after a stage starts, ends or is skipped (a look every poll was a fifth of its own CPU over a
+    full cpu run); the stages still run in order."""
+    from stagerun import repro
+
+    (project / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "slow": {"cmd": "sleep 2 && echo s > slow.txt", "outs": ["slow.txt"]},
+        "after": {"cmd": "cat slow.txt > after.txt", "deps": ["slow.txt"], "outs": ["after.txt"]}}}))
+    looks = []
+    original = repro._Run.ready
+    monkeypatch.setattr(repro._Run, "ready", lambda self: looks.append(len(self.done)) or original(self))
+    assert _run("-j", "2", "--no-preload") == 0
+    assert (project / "after.txt").read_text() == "s\n"
+    assert len(looks) <= 4, looks  # a look per poll: about 40 in the 2 s
+
+
 def test_after_a_failed_dvc_repro_the_runner_ignores_the_outputs_dvc_recorded_but_unignored(project):
     """A failing `dvc repro` keeps the stages it finished in dvc.lock but takes back their .gitignore entries
     (DVC's scm_context undoes its ignores on an error): `git add -A` would then commit a.txt to git.  The
