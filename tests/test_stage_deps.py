@@ -123,6 +123,27 @@ def test_every_stage_but_code_reaches_the_library_through_its_digest():
             assert "models/code.json" in deps and not any(str(d).startswith("src") for d in deps), name
 
 
+def test_the_lock_pairs_the_library_with_its_digest(tmp_path):
+    """Where ``dvc.lock``'s hash of ``src/priorlab`` is the library's, its ``models/code.json`` must be the digest
+    the ``code`` stage writes of it.  A record without rerunning ``code`` after a library edit paired the new
+    library with the old digest: the lock looked up to date here, and a fresh clone reran every stage."""
+    import hashlib
+
+    from dvc.repo import Repo
+
+    from priorlab import paths
+    from priorlab.io import tree_digest, write_json
+
+    with Repo(str(ROOT)) as repo:  # no repository lock: only reads
+        (stage,) = repo.stage.collect(CODE_STAGE)
+        if any(dep.status() for dep in stage.deps):
+            pytest.skip("the library changed since dvc.lock was recorded (dvc status says so)")
+        recorded = stage.outs[0].hash_info.value
+    write_json(tmp_path / "code.json", {"package": paths.LIBRARY.as_posix(), "files": tree_digest(ROOT / paths.LIBRARY)})
+    assert hashlib.md5((tmp_path / "code.json").read_bytes()).hexdigest() == recorded, \
+        "dvc.lock records an old digest of the library: run `python stages/code.py`, then record"
+
+
 def test_the_digest_lists_the_files_dvc_hashes_and_changes_with_any_of_them(tmp_path):
     """``io.tree_digest`` leaves out what ``.dvcignore`` does (a byte-compiled file, an egg-info folder), so
     it changes exactly when DVC's hash of the folder does: on an edit, a new file or a removed one."""
