@@ -131,15 +131,15 @@ def test_the_lock_pairs_the_library_with_its_digest(tmp_path):
 
     from dvc.repo import Repo
 
-    from priorlab import paths
-    from priorlab.io import tree_digest, write_json
+    from priorlab.io import write_json
+    from priorlab.pipeline import code_record
 
     with Repo(str(ROOT)) as repo:  # no repository lock: only reads
         (stage,) = repo.stage.collect(CODE_STAGE)
         if any(dep.status() for dep in stage.deps):
             pytest.skip("the library changed since dvc.lock was recorded (dvc status says so)")
         recorded = stage.outs[0].hash_info.value
-    write_json(tmp_path / "code.json", {"package": paths.LIBRARY.as_posix(), "files": tree_digest(ROOT / paths.LIBRARY)})
+    write_json(tmp_path / "code.json", code_record(ROOT))
     assert hashlib.md5((tmp_path / "code.json").read_bytes()).hexdigest() == recorded, \
         "dvc.lock records an old digest of the library: run `python stages/code.py`, then record"
 

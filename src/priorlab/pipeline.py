@@ -112,9 +112,14 @@ def run_code(params: Params) -> dict:
     hashes the library's files once per ``dvc status`` / ``dvc repro`` instead of once per stage (about
     7 ms each of 330); an edit of the library reruns this stage, whose new digest stales every stage as
     before.  Reads no params (``run_stage`` validates them, as for every stage)."""
-    record = {"package": paths.LIBRARY.as_posix(), "files": tree_digest(paths.LIBRARY)}
+    record = code_record()
     write_json(paths.code_digest_file(), record)
     return record
+
+
+def code_record(root: str | Path = ".") -> dict:
+    """What ``code`` writes for the project at ``root``: the library's path and the digest of its files."""
+    return {"package": paths.LIBRARY.as_posix(), "files": tree_digest(Path(root) / paths.LIBRARY)}
 
 
 def run_setup_runs(params: Params) -> dict:

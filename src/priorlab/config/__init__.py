@@ -299,7 +299,7 @@ SECTION_FILES = {
 file afresh for every stage that tracks a key in it: with every section in one 37 KB file the cpu
 profile's 350 stages cost 350 parses, three quarters of a no-op ``dvc status``.  Split, a stage parses
 only the files of the keys it tracks (``evaluate@`` the small ``params.yaml``).  The section files are
-JSON, which DVC reads about 100 times faster than YAML (its YAML reader builds every node in Python:
+JSON, which DVC reads about 50 times faster than YAML (its YAML reader builds every node in Python:
 15 ms for the 9 KB ``models`` section, read by 156 stages); they are written from the profile, whose
 YAML keeps the comments.  ``dvc.yaml`` names the file of every tracked key (``tests/test_stage_deps.py``);
 a profile stays one file."""
