@@ -51,9 +51,12 @@ MODELS = {
 
 
 def step_times(net: SetupParams, models: dict[str, ModelParams], batch: int = 64, rounds: int = 7,
-               steps: int = 20, obs_shape=(1, 32, 32), seed: int = 0, data=None) -> dict[str, list[float]]:
+               steps: int = 20, obs_shape=(1, 32, 32), seed: int = 0, data=None, round_s: float | None = None,
+               steps_used: dict[str, int] | None = None) -> dict[str, list[float]]:
     """Seconds per Adam training step of each model, ``rounds`` interleaved measurements each; ``data``:
-    the training set each model is bound to first (a likelihood whose update needs N), else none."""
+    the training set each model is bound to first (a likelihood whose update needs N), else none.
+    ``round_s``: a model whose warm-up step is slow takes fewer steps a round, as many as fit in about
+    ``round_s`` seconds (at least one; ``steps_used`` receives each model's count)."""
     g = torch.Generator().manual_seed(seed)
     x = (torch.rand(batch, *obs_shape, generator=g) > 0.6).float()
     built = {}
@@ -72,13 +75,19 @@ def step_times(net: SetupParams, models: dict[str, ModelParams], batch: int = 64
         for i in range(n):
             model.train_step(Batch(x), i + 1, StepContext(opt))
 
-    for name in models:  # warm-up
+    per_round = {}
+    for name in models:  # warm-up, which also prices a step
+        t0 = time.perf_counter()
         run(name, 3)
+        warm = (time.perf_counter() - t0) / 3
+        per_round[name] = steps if round_s is None else max(1, min(steps, int(round_s / warm)))
+    if steps_used is not None:
+        steps_used.update(per_round)
     for _ in range(rounds):
         for name in models:
             t0 = time.perf_counter()
-            run(name, steps)
-            times[name].append((time.perf_counter() - t0) / steps)
+            run(name, per_round[name])
+            times[name].append((time.perf_counter() - t0) / per_round[name])
     return times
 
 

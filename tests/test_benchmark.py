@@ -134,6 +134,44 @@ def test_a_synthetic_row_read_from_paper_003_is_the_row_the_benchmark_would_fit(
     assert not any(p == "isa_vae" for _, p, _ in est)
 
 
+def test_a_cell_whose_measured_training_is_above_the_cap_is_a_not_run_row_with_its_cost(tmp_path, monkeypatch):
+    """``benchmark.max_train_s``: a cell's trained seeds × steps × the measured s/step above the cap is not
+    run, and its plan and row say what it would cost; a cell under it, an unmeasured one and any cell without
+    a cap keep the plan they had (so a new measurement reruns only the cells it moves across the cap)."""
+    from priorlab.io import write_json
+    from priorlab.studies.benchmark import fit, speed
+
+    raw = copy.deepcopy(tiny_raw())
+    raw["benchmark"]["priors"] = {"vae": {"model": "isa_beta_vae", "strength": 1}, "vsc": {"model": "vsc_smiley"}}
+    steps, seeds = raw["benchmark"]["train"]["steps"], len(raw["benchmark"]["seeds"])
+    monkeypatch.chdir(tmp_path)
+    for name in ("dsprites", "smiley"):
+        write_json(Path("data") / name / "manifest.json", {"name": name})
+    write_json(Path("folder") / "tiny.json", {"machine": "m", "tables": {"smiley": {"priors": {
+        "vae": {"s_per_step": 0.01}, "vsc": {"s_per_step": 2.0, "ratio_to_vae": 200.0}}}}})
+    monkeypatch.setattr(fit, "read_speed", lambda params: speed.read_speed(params, Path("folder")))
+    uncapped = parse_params(raw)
+    raw["benchmark"]["max_train_s"] = seeds * steps * 1.0  # between the VAE's cost and VSC's
+    capped = parse_params(raw)
+    plan = fit.plan_record(capped, "smiley", "vsc")
+    assert plan["not_run"] == (f"measured 2.00 s a training step at batch {capped.benchmark.train.batch_size} (200× the "
+                               f"VAE's) on m: {seeds} seeds × {steps} steps ≈ {seeds * steps * 2 / 60:.3g} cpu-min, above "
+                               f"benchmark.max_train_s ({seeds * steps / 60:.3g} min a cell)")
+    assert {k: v for k, v in plan.items() if k != "not_run"} == fit.plan_record(uncapped, "smiley", "vsc")
+    assert fit.plan_record(capped, "smiley", "vae") == fit.plan_record(uncapped, "smiley", "vae")  # under the cap
+    assert "not_run" not in fit.plan_record(capped, "dsprites", "vsc")  # not measured there: it runs
+    from types import SimpleNamespace
+
+    from priorlab import phases
+    monkeypatch.setattr(phases, "load_setup_data", lambda params, setup: SimpleNamespace(obs_shape=(1, 8, 8)))
+    [row] = fit.cell_rows(capped, "smiley", "vsc", tmp_path / "out", torch.device("cpu"), capped=plan["not_run"])
+    assert row["origin"] == "not_run" and row["reason"] == plan["not_run"] and row["seed"] is None
+    assert not (tmp_path / "out").exists()  # nothing trained
+    raw["benchmark"]["max_train_s"] = 0
+    with pytest.raises(ParamsError, match="max_train_s: 0.0 is not positive"):
+        parse_params(raw)
+
+
 # --------------------------------------------------------------------------- on the tiny profile's serial run
 
 

@@ -209,7 +209,8 @@ def test_benchmark_gpu_hours_price_the_cells_it_trains():
     assert vae["how"] == "measured" and vae["trained_seeds"] == len(bench.seeds)
     assert vae["gpu_hours"] == pytest.approx(len(bench.seeds) * bench.train.steps * 10.0 / 3.6e6, abs=1e-3)
     assert cells[("dsprites_isa", "vae")]["trained_seeds"] == 0  # isa_fit's five seeds, read
-    assert "vector observations" in cells[("smiley18", "sparse_vae")]["not_run"]
+    assert "one-layer trunk" in cells[("smiley18", "sparse_vae")]["not_run"]  # its nets refuse it: free
+    assert "not_run" not in cells[("dsprites_isa", "sparse_vae")]  # a feature per pixel: priced, not refused
     vsc = cells[("smiley18", "vsc")]
     assert vsc["how"] == "borrowed" or vsc["gpu_hours"] is None  # no VSC key: borrowed from its kind or none
     if vsc["gpu_hours"] is None:

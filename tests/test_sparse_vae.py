@@ -40,7 +40,7 @@ def test_batched_decoder_equals_per_feature_loop(params_per_feature):
             p.normal_()
     z = torch.randn(11, 4, dtype=torch.float64)
     out, ref = dec(z), dec.reference_forward(z)
-    expected_shape = (11, 9) if params_per_feature == 1 else (11, 9, params_per_feature)
+    expected_shape = (11, 9 * params_per_feature)  # the P maps stacked along dim 1, as every likelihood reads
     assert out.shape == ref.shape == expected_shape
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
     # gradients agree as well
@@ -48,6 +48,53 @@ def test_batched_decoder_equals_per_feature_loop(params_per_feature):
     g2 = torch.autograd.grad(dec.reference_forward(z).square().sum(), [dec.W, dec.head_weight])
     for a, b in zip(g1, g2):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_decoder_output_layout_on_vectors_and_images():
+    """Parameter p of feature j sits where the nets put it (channel p·C + c, the likelihoods' chunk along
+    dim 1); an image's pixels are the features in ``flatten(1)`` order, so the image decoder is the vector
+    decoder with its output reshaped."""
+    torch.manual_seed(3)
+    vec = MaskedDecoder(12, 3, [5, 4], params_per_feature=2)
+    img = MaskedDecoder((3, 2, 2), 3, [5, 4], params_per_feature=2)
+    img.load_state_dict(vec.state_dict())
+    z = torch.randn(6, 3)
+    out_v, out_i = vec(z), img(z)
+    assert out_v.shape == (6, 24) and out_i.shape == (6, 6, 2, 2) and img.n_features == 12
+    torch.testing.assert_close(out_i.reshape(6, 2, 12), out_v.reshape(6, 2, 12), rtol=0, atol=0)
+    j, p = 7, 1  # feature 7's second parameter: the head's own affine map of the trunk at w_7 ⊙ z
+    h = vec.trunk(z * vec.W[j])
+    torch.testing.assert_close(out_v[:, p * 12 + j], h @ vec.head_weight[j, :, p] + vec.head_bias[j, p])
+    c, y, x = np.unravel_index(j, (3, 2, 2))
+    torch.testing.assert_close(out_i[:, p * 3 + c, y, x], out_v[:, p * 12 + j], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("likelihood", ["bernoulli", "gaussian_decoded_variance"])
+def test_sparse_vae_on_images_is_the_vector_model_of_its_pixels(likelihood):
+    """On an image the sparse VAE's features are its pixels: with the same weights, its ELBO terms and SSL
+    penalty on [B, 1, 4, 4] equal the vector model's on the flattened [B, 16] (the MLP encoder flattens)."""
+    from priorlab.config import SetupParams
+    from priorlab.config.models import SparseVAEParams
+    from priorlab.data.store import in_memory
+    from priorlab.models import build_model
+
+    setup = SetupParams(dataset="x", latent_dim=3, hidden=[8, 8], likelihood=likelihood)
+    spec = SparseVAEParams(kind="sparse_vae")
+    torch.manual_seed(0)
+    img = build_model(setup, spec, (1, 4, 4))
+    vec = build_model(setup, spec, (16,))
+    vec.load_state_dict(img.state_dict())
+    x = torch.rand(5, 1, 4, 4)
+    for m, rows in ((img, x), (vec, x.flatten(1))):
+        m.bind_data(in_memory("x", {"x_train": rows.numpy(), "x_test": rows.numpy()}))
+    torch.manual_seed(1)
+    a = img.terms(x)
+    torch.manual_seed(1)
+    b = vec.terms(x.flatten(1))
+    assert img.decoder.n_features == img.ssl.n_features == 16
+    torch.testing.assert_close(a.log_lik, b.log_lik)
+    torch.testing.assert_close(a.kl, b.kl)
+    torch.testing.assert_close(a.extra["ssl_penalty"], b.extra["ssl_penalty"])
 
 
 def test_decoder_structure_and_zero_mask_column():

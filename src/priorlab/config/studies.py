@@ -438,7 +438,10 @@ class BenchmarkParams:
     not retrained.  ``priors: {}`` = off.  ``sparsity_threshold``: a code coordinate with
     ``|E_q[z_d | x]|`` at most this counts as zero in the per-observation sparsity.  ``synthetic``: the
     table on paper 003's synthetic data (:class:`BenchmarkSyntheticParams`; a ``benchmark_synthetic``
-    stage per prior)."""
+    stage per prior).  ``max_train_s``: the most seconds a ``benchmark_fit`` cell may train, all its seeds
+    together, priced from the measured step (``reports/benchmark_speed/<profile>.json``, ``make
+    benchmark-speed``); a cell above it is not run and its row says what it would cost (None: every cell
+    runs; :func:`priorlab.studies.benchmark.speed.cap_reason`)."""
 
     setups: list[str] = field(default_factory=list)
     priors: dict[str, BenchmarkPriorParams] = field(default_factory=dict)
@@ -447,10 +450,13 @@ class BenchmarkParams:
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
     sparsity_threshold: float = 0.1
     synthetic: BenchmarkSyntheticParams = field(default_factory=BenchmarkSyntheticParams)
+    max_train_s: float | None = None
 
     def check(self, key: str, params: "Params") -> None:
         if not self.priors:
             return
+        if self.max_train_s is not None and not self.max_train_s > 0:
+            raise ParamsError(f"{key}.max_train_s: {self.max_train_s} is not positive; a number of seconds, or null")
         self.synthetic.check(f"{key}.synthetic")
         if not self.setups:
             raise ParamsError(f"{key}.setups must name at least one setups entry when {key}.priors is set")

@@ -104,23 +104,22 @@ def build_sparse_coding(setup: SetupParams, model: ModelParams, obs_shape: tuple
 
 def build_sparse_vae(setup: SetupParams, model: ModelParams, obs_shape: tuple[int, ...]) -> Model:
     """Sparse VAE (paper 003): the VAE's encoder and likelihood, a masked decoder whose trunk has the
-    setup's hidden widths, the SSL prior on W (b = G), prior N(0, I) or N(0, prior_cov)."""
+    setup's hidden widths, the SSL prior on W (b = G), prior N(0, I) or N(0, prior_cov).  On an image the
+    G features are its pixels (:class:`~priorlab.models.sparse_vae.MaskedDecoder`)."""
     import torch
 
     from priorlab.models.sparse_vae import (  # lazy: +1 module, ~5 ms at import priorlab.models (all six: ~29 ms)
         MaskedDecoder, SparseVAE, SpikeSlabLasso)
 
-    if len(obs_shape) != 1:
-        raise ValueError(f"sparse_vae needs vector observations [G], got shape {list(obs_shape)}")
     if model.prior_cov and len(model.prior_cov) != setup.latent_dim:
         raise ValueError(f"prior_cov is {len(model.prior_cov)} x {len(model.prior_cov)}; latent_dim is {setup.latent_dim}")
     posterior = GaussianPosterior(setup.latent_dim)
     likelihood = build_likelihood(setup.likelihood, obs_shape, setup.obs_std, setup.learn_obs_std)
     encoder = build_encoder(setup.encoder, obs_shape, posterior.params_per_dim * setup.latent_dim, setup.hidden,
                             setup.channels)
-    decoder = MaskedDecoder(obs_shape[0], setup.latent_dim, setup.hidden, likelihood.params_per_feature)
+    decoder = MaskedDecoder(obs_shape, setup.latent_dim, setup.hidden, likelihood.params_per_feature)
     scaling = loss_scaling(model, setup, obs_shape)
-    ssl = SpikeSlabLasso(obs_shape[0], setup.latent_dim, model.lambda0, model.lambda1,
+    ssl = SpikeSlabLasso(decoder.n_features, setup.latent_dim, model.lambda0, model.lambda1,
                          theta_init="uniform" if scaling.name == "released_code" else 0.5,
                          density_constants=model.density_constants)
     cov = torch.tensor(model.prior_cov, dtype=torch.float32) if model.prior_cov else None

@@ -48,7 +48,13 @@ class MaskedDecoder(nn.Module):
     ``K → hidden[0] → … → hidden[-1]`` with an activation after each layer and no bias in the first
     layer (the released code's ``generator``); the heads are per-feature affine maps
     ``hidden[-1] → params_per_feature`` stored stacked as ``head_weight`` [G, H, P] and
-    ``head_bias`` [G, P]. Output: [B, G] when ``params_per_feature == 1``, else [B, G, P].
+    ``head_bias`` [G, P].
+
+    ``obs_shape``: G features as an int (a vector observation, as in the paper) or an observation
+    shape ``(C, *S)`` whose G = C·∏S values are the features (an image's pixels, in the order of
+    ``x.flatten(1)``; the benchmark runs the prior on images this way).  Output in the layout every
+    likelihood reads (:class:`~priorlab.likelihoods.Likelihood`): ``[B, P·C, *S]``, the P parameter
+    maps of the channels stacked along dim 1 — ``[B, G]`` for a vector and ``P == 1``.
 
     The trunk needs at least two layers (the released code: ``K → H → H``, then the heads). With
     one bias-free layer each output is c_j + v_jᵀ ReLU(A (w_j ⊙ z)), positively homogeneous in z
@@ -62,11 +68,14 @@ class MaskedDecoder(nn.Module):
     MLP decoder's first layers).
     """
 
-    def __init__(self, n_features: int, latent_dim: int, hidden: Sequence[int],
+    def __init__(self, obs_shape: int | Sequence[int], latent_dim: int, hidden: Sequence[int],
                  params_per_feature: int = 1, activation: type[nn.Module] = nn.ReLU):
         super().__init__()
-        if int(n_features) < 1 or int(latent_dim) < 1:
-            raise ValueError(f"n_features and latent_dim must be >= 1, got {n_features}, {latent_dim}")
+        self.obs_shape = (int(obs_shape),) if isinstance(obs_shape, int) else tuple(int(d) for d in obs_shape)
+        if not self.obs_shape or min(self.obs_shape) < 1 or int(latent_dim) < 1:
+            raise ValueError(f"the observation shape and latent_dim must be positive, got {list(self.obs_shape)}, "
+                             f"{latent_dim}")
+        n_features = math.prod(self.obs_shape)
         hidden = [int(h) for h in hidden]
         if len(hidden) < MIN_TRUNK_LAYERS or min(hidden) < 1:
             raise ValueError(f"hidden must list at least {MIN_TRUNK_LAYERS} positive sizes (a one-layer trunk "
@@ -90,7 +99,11 @@ class MaskedDecoder(nn.Module):
             raise ValueError(f"z must have shape [batch, {self.latent_dim}], got {tuple(z.shape)}")
 
     def _shape_out(self, out: torch.Tensor) -> torch.Tensor:
-        return out.squeeze(-1) if self.params_per_feature == 1 else out
+        """[B, G, P] -> [B, P·C, *S]: parameter p of feature j at channel p·C + c, as the nets emit it."""
+        c, *spatial = self.obs_shape
+        if self.params_per_feature == 1:  # a view of the heads' output, whose strides the backward pass keeps
+            return out.squeeze(-1).view(out.shape[0], c, *spatial)
+        return out.transpose(1, 2).reshape(out.shape[0], self.params_per_feature * c, *spatial)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         self._check_z(z)

@@ -14,8 +14,10 @@ seed ``s``), as paper 004's ``isa_fit`` cells do; so a (setup, model settings, s
 study trains with the same ``train`` is the same model, and the cell reads it from that study's output
 (:func:`reused_model`; its row's ``origin`` names the stage) instead of training it again.
 
-A prior whose model cannot be built on a setup (the sparse VAE's per-feature decoder needs vector
-observations; an ISA layout holds a fixed number of latents) gets one row saying so, ``not_run`` with the builder's reason, and no numbers.
+A prior whose model cannot be built on a setup (the sparse VAE's trunk needs two layers; an ISA layout
+holds a fixed number of latents) gets one row saying so, ``not_run`` with the builder's reason, and no
+numbers; so does a cell whose measured training cost is above ``benchmark.max_train_s``
+(:func:`.speed.cap_reason`, decided in its plan: the reason states the measured step and the cost).
 
 Writes ``models/benchmark/<setup>/<prior>/`` (DVC cache): ``rows.json`` (every seed's row: scores, origin,
 settings) and ``<seed>/model.pt`` for the models it trained.  Rows carry no wall times: the outputs are
@@ -40,6 +42,7 @@ from priorlab.metric_registry import headline
 from priorlab.metrics import probe_accuracy
 from priorlab.studies.benchmark import NAME
 from priorlab.studies.benchmark.scores import smiley_contrast, zero_share
+from priorlab.studies.benchmark.speed import cap_reason, read_speed
 
 
 def cell_name(setup: str, prior: str) -> str:
@@ -149,17 +152,22 @@ def plan_record(params: Params, setup: str, prior: str) -> dict[str, Any]:
         reuse[str(seed)] = None if source is None else {"stage": source[0], "path": str(source[1]),
                                                          "sha256": sha256_file(source[1])}
     entry = bench.priors[prior]
-    return as_read_back({
+    record = {
         "setup": setup, "setup_params": params.setup(setup).record(), "data": read_json(manifest),
         "prior": prior, "label": bench.label(prior), "model": entry.model_for(setup), "strength": entry.strength,
         "model_params": spec.record(), "train": dataclasses.asdict(bench.train),
         "evaluate": dataclasses.asdict(bench.evaluate), "sparsity_threshold": bench.sparsity_threshold,
-        "seeds": list(bench.seeds), "reuse": reuse, "profile": params.profile})
+        "seeds": list(bench.seeds), "reuse": reuse, "profile": params.profile}
+    capped = cap_reason(params, setup, prior, sum(source is None for source in reuse.values()), read_speed(params))
+    if capped is not None:  # only then: a cell that runs has the same plan whatever the measured speed
+        record["not_run"] = capped
+    return as_read_back(record)
 
 
-def cell_rows(params: Params, setup: str, prior: str, out: Path, device: torch.device) -> list[dict[str, Any]]:
+def cell_rows(params: Params, setup: str, prior: str, out: Path, device: torch.device,
+              capped: str | None = None) -> list[dict[str, Any]]:
     """The rows of one prior on one setup, a row per seed (trained models saved under ``out``), or one
-    ``not_run`` row when its model cannot be built there."""
+    ``not_run`` row when its model cannot be built there or its plan leaves it out (``capped``: the reason)."""
     from priorlab.data.store import ground_truth  # lazy: +5 modules, ~17 ms at import priorlab.studies.benchmark.fit
     from priorlab.models import build_model  # lazy: +13 modules, ~31 ms at import priorlab.studies.benchmark.fit
     from priorlab.phases import (  # lazy: +23 modules, ~59 ms at import priorlab.studies.benchmark.fit
@@ -176,6 +184,9 @@ def cell_rows(params: Params, setup: str, prior: str, out: Path, device: torch.d
     except (ValueError, ParamsError) as exc:  # the kind's builder refuses these nets or observations
         print(f"{prior} on {setup}: not run ({exc})", flush=True)
         return [{**base, "seed": None, "origin": "not_run", "reason": str(exc)}]
+    if capped is not None:
+        print(f"{prior} on {setup}: not run ({capped})", flush=True)
+        return [{**base, "seed": None, "origin": "not_run", "reason": capped}]
     gt = ground_truth(params.dataset_of(setup))
     rows = []
     for seed in bench.seeds:
@@ -208,14 +219,15 @@ def run_benchmark_fit(params: Params, setup: str, prior: str) -> Path:
         raise ParamsError(f"the benchmark has no cell {cell_name(setup, prior)!r} (setups {bench.setups}, priors "
                           f"{sorted(bench.priors)})")
     plan = plan_file(setup, prior)
-    if not plan.is_file() or read_json(plan) != plan_record(params, setup, prior):
+    record = plan_record(params, setup, prior)
+    if not plan.is_file() or read_json(plan) != record:
         raise ParamsError(f"{plan} is missing or older than params.yaml or its inputs: run the benchmark_plan stage "
                           "first (dvc repro runs it)")
     out = cell_dir(setup, prior)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     device = resolve_device(params.device)
-    rows = cell_rows(params, setup, prior, tmp, device)
+    rows = cell_rows(params, setup, prior, tmp, device, capped=record.get("not_run"))
     write_json(tmp / "rows.json", {"device": str(device), "rows": rows})
     shutil.rmtree(out, ignore_errors=True)
     tmp.replace(out)

@@ -15,10 +15,11 @@ import pandas as pd
 
 from priorlab import paths
 from priorlab.config import Params
-from priorlab.io import read_json, save_figure, write_json, write_json_folder
+from priorlab.io import save_figure, write_json, write_json_folder
 from priorlab.studies.benchmark import NAME, TITLE
 from priorlab.studies.benchmark import synthetic
 from priorlab.studies.benchmark.aggregate import SCORES, estimates, frame, not_run, present, read_rows
+from priorlab.studies.benchmark.speed import read_speed, speed_row
 from priorlab.studies.claims import md_table
 from priorlab.studies.intervals import Estimate, clopper_pearson, mean_t
 
@@ -40,20 +41,9 @@ def cell_text(est: Estimate | None) -> str:
     return est.text(digits(est.value))
 
 
-SPEED = paths.REPORTS / "benchmark_speed"
-"""Measured training cost per prior (``make benchmark-speed``: ``benchmarks/benchmark_speed.py``), a file
-per profile; committed measurements of one machine, shown beside the tables, never recomputed by DVC."""
-
-
-def read_speed(params: Params, folder: Path = SPEED) -> dict[str, Any] | None:
-    """The profile's measured training cost (:data:`SPEED`), or None where it was not measured."""
-    path = Path(folder) / f"{params.profile}.json"
-    return read_json(path) if path.is_file() else None
-
-
 def speed_text(speed: dict[str, Any] | None, table: str, prior: str) -> str:
     """``12.3 (1.05×)``: seconds per 1,000 training steps and the ratio to the VAE row; — unmeasured."""
-    row = (speed or {}).get("tables", {}).get(table, {}).get("priors", {}).get(prior)
+    row = speed_row(speed, table, prior)
     if row is None:
         return "—"
     ratio = f" ({row['ratio_to_vae']:.2f}×)" if "ratio_to_vae" in row else ""
@@ -66,8 +56,9 @@ def speed_note(speed: dict[str, Any] | None) -> str:
                 "`reports/benchmark_speed/<profile>.json`).")
     return (f"Training cost (s / 1k steps): seconds per 1,000 training steps at the table's batch, and in brackets "
             f"the ratio to the VAE row, measured by `make benchmark-speed` on {speed['machine']} at {speed['threads']} "
-            f"thread(s), the priors interleaved over {speed['rounds']} rounds of {speed['steps_per_round']} steps "
-            "(the ratios are what carries to another machine; the evaluation is not included).")
+            f"thread(s), the priors interleaved over {speed['rounds']} rounds of {speed['steps_per_round']} steps"
+            + (f" (as many as fit in {speed['round_s']:g} s for a slower prior, at least one)" if "round_s" in speed else "")
+            + " (the ratios are what carries to another machine; the evaluation is not included).")
 
 
 def setup_table(params: Params, f: pd.DataFrame, est: dict, skipped: dict, setup: str,
