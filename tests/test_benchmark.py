@@ -144,10 +144,11 @@ def test_a_cell_whose_measured_training_is_above_the_cap_is_a_not_run_row_with_i
     raw = copy.deepcopy(tiny_raw())
     raw["benchmark"]["priors"] = {"vae": {"model": "isa_beta_vae", "strength": 1}, "vsc": {"model": "vsc_smiley"}}
     steps, seeds = raw["benchmark"]["train"]["steps"], len(raw["benchmark"]["seeds"])
+    batch = raw["benchmark"]["train"]["batch_size"]
     monkeypatch.chdir(tmp_path)
     for name in ("dsprites", "smiley"):
         write_json(Path("data") / name / "manifest.json", {"name": name})
-    write_json(Path("folder") / "tiny.json", {"machine": "m", "tables": {"smiley": {"priors": {
+    write_json(Path("folder") / "tiny.json", {"machine": "m", "tables": {"smiley": {"batch_size": batch, "priors": {
         "vae": {"s_per_step": 0.01}, "vsc": {"s_per_step": 2.0, "ratio_to_vae": 200.0}}}}})
     monkeypatch.setattr(fit, "read_speed", lambda params: speed.read_speed(params, Path("folder")))
     uncapped = parse_params(raw)
@@ -167,6 +168,9 @@ def test_a_cell_whose_measured_training_is_above_the_cap_is_a_not_run_row_with_i
     [row] = fit.cell_rows(capped, "smiley", "vsc", tmp_path / "out", torch.device("cpu"), capped=plan["not_run"])
     assert row["origin"] == "not_run" and row["reason"] == plan["not_run"] and row["seed"] is None
     assert not (tmp_path / "out").exists()  # nothing trained
+    raw["benchmark"]["train"]["batch_size"] += 1  # not the batch the file timed: no price, one clear message
+    with pytest.raises(ParamsError, match=rf"timed smiley's steps at batch {batch}; the benchmark trains at batch {batch + 1}"):
+        fit.plan_record(parse_params(raw), "smiley", "vsc")
     raw["benchmark"]["max_train_s"] = 0
     with pytest.raises(ParamsError, match="max_train_s: 0.0 is not positive"):
         parse_params(raw)

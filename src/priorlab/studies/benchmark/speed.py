@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from priorlab import paths
-from priorlab.config import Params
+from priorlab.config import Params, ParamsError
 from priorlab.io import read_json
 
 SPEED = paths.REPORTS / "benchmark_speed"
@@ -34,11 +34,17 @@ def cap_reason(params: Params, setup: str, prior: str, trained_seeds: int,
                speed: dict[str, Any] | None) -> str | None:
     """Why cell ``(setup, prior)`` is not run under ``benchmark.max_train_s``: its ``trained_seeds`` ×
     ``benchmark.train.steps`` × the measured seconds per step exceed the cap (the reason states the
-    measurement and the cost); None when it fits, when no cap is set, or when the step is unmeasured."""
+    measurement and the cost); None when it fits, when no cap is set, or when the step is unmeasured.  A
+    ``ParamsError`` when the measurement is of another batch size than ``benchmark.train``'s."""
     bench = params.benchmark
     row = speed_row(speed, setup, prior)
     if bench.max_train_s is None or row is None or trained_seeds == 0:
         return None
+    measured_batch = speed["tables"][setup].get("batch_size")
+    if measured_batch != bench.train.batch_size:
+        raise ParamsError(f"{SPEED}/{params.profile}.json timed {setup}'s steps at batch {measured_batch}; the benchmark "
+                          f"trains at batch {bench.train.batch_size}: run `make benchmark-speed` again, or set "
+                          "benchmark.max_train_s: null")
     cost = trained_seeds * bench.train.steps * row["s_per_step"]
     if cost <= bench.max_train_s:
         return None
