@@ -23,6 +23,7 @@ from priorlab.studies.mssc_experiments.aggregate import recovery_table
 from priorlab.studies.mssc_experiments.claims import recovery_claims
 from priorlab.studies.mssc_experiments.report import mssc_diagnosis, run_mssc_experiments
 from priorlab.studies.mssc_experiments import fit as mf
+from priorlab.studies.param_slices import run_param_slices
 from priorlab.io import load_torch
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, Generative, Model, StepContext
@@ -209,6 +210,7 @@ def test_study_on_tiny_settings_recovers_bars_and_writes_the_report(tmp_path, mo
         mf.run_mssc_fit(params, model, "bo")
     with pytest.raises(UserError, match="mssc_patches@sc has not run"):
         run_mssc_experiments(params, tmp_path / "out")
+    run_param_slices(params)  # what the mssc_patches stages read of datasets (issue 44)
     for model in ("sc", "lin"):  # the mssc_patches stages (no patches entry here: they record none)
         mf.run_mssc_patches(params, model)
     cell = tmp_path / "models" / "mssc_experiments" / "sc"

@@ -14,12 +14,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# stages that track every setup or every data set: aggregators, and stages whose data set is named by a
-# value DVC cannot key a dependency by (supervised_ceiling.targets, a mapping; mssc_study.patches, which
-# is "" when off, and `datasets.` is an error to DVC); none trains a grid of models
-WHOLE_SECTION_READERS = {"supervised_ceiling", "mssc_patches@mssc_bars", "mssc_patches@linear_ssc_bars",
-                         "mssc_experiments", "report", "setup_runs", "diagnosis",
-                         "benchmark_plan"}  # writes each benchmark cell's slice: the cells track that file alone
+# stages that track every setup or every data set: aggregators, and the stages that write slices of them
+# (the training stages track their own file alone): none trains a model
+WHOLE_SECTION_READERS = {"mssc_experiments", "report", "setup_runs", "diagnosis",
+                         "param_slices",     # each study stage's entries (supervised_ceiling, mssc_patches, ...)
+                         "benchmark_plan"}   # each benchmark cell's slice
 # stages that track every run: the one that writes each setup's slice (prior_init@<setup> reads its own
 # file, issue 44: the lock records `runs` and `models` once, not once per setup) and the aggregators
 RUN_READERS = {"setup_runs", "figures", "report", "diagnosis"}
@@ -78,3 +77,45 @@ def test_a_new_setup_and_data_set_leave_every_existing_stage_but_the_whole_secti
     bars = raw["mssc_study"]["bars"][0]
     cell = next(name for name in after if name.startswith("mssc_fit@") and bars in name)
     assert after[cell][f"datasets.{bars}"] == raw["datasets"][bars]
+
+
+SLICED = ("sparse_vae_fit", "sparse_vae_real", "sparse_vae_ablation", "supervised_ceiling", "mssc_patches")
+
+
+@pytest.mark.slow
+def test_an_entry_a_study_stage_does_not_read_leaves_it_alone_and_one_it_reads_changes_its_slice(tmp_path):
+    """Issue 44: the study stages that train a few entries of a shared section track their own slice of it
+    (``param_slices``), not the section.  Before, a β-TCVAE weight reran the five ``sparse_vae_fit`` cells
+    (~810 s of stage time), ``sparse_vae_real`` and its ablation; a Fashion-MNIST net reran
+    ``supervised_ceiling`` (~470 s).  Now such an edit changes the tracked params of no sliced stage, nor
+    its slice file; an edit of an entry a stage reads changes its slice file (so DVC reruns it)."""
+    from priorlab.config import parse_params
+    from priorlab.studies.param_slices import SLICES
+
+    raw = yaml.safe_load((ROOT / "profiles" / "cpu.yaml").read_text())
+    assert set(SLICES) == set(SLICED)
+    other = copy.deepcopy(raw)
+    other["models"]["beta_tcvae"]["tc_weight"] += 1.0
+    other["setups"]["fmnist60"]["hidden"] = [256]
+    other["datasets"]["smiley"]["seed"] = 7
+    own = copy.deepcopy(raw)
+    own["models"][raw["sparse_vae_study"]["movielens"]["models"][0]]["lambda0"] = 20.0
+    own["setups"][next(iter(raw["supervised_ceiling"]["targets"]))]["hidden"] = [128]
+
+    before = _tracked_params(_project(tmp_path / "before", raw))
+    after = _tracked_params(_project(tmp_path / "after", other))
+    changed = {name for name in before if before[name] != after[name]}
+    assert "param_slices" in changed
+    assert not {name for name in changed if name.split("@")[0] in SLICED}, sorted(changed)
+    sliced = [name for name in after if name.split("@")[0] in SLICED]
+    assert len(sliced) >= 10 and not any(key.startswith(("models", "setups", "datasets")) and "." not in key
+                                         for name in sliced for key in after[name])  # no whole section
+
+    def slices(r: dict) -> dict:
+        params = parse_params(r)
+        return {stage: fn(params) for stage, fn in SLICES.items()}
+
+    base = slices(raw)
+    assert slices(other) == base
+    moved = {stage for stage, record in slices(own).items() if record != base[stage]}
+    assert moved == {"sparse_vae_real", "sparse_vae_ablation", "supervised_ceiling"}, moved

@@ -197,14 +197,15 @@ def test_fmvae_prior_params_rerun_only_prior_init_and_after(project):
     write_params(project, params)
     status = json.loads(dvc(project, "status", "--json").stdout)
     run = "dsprites-fmvae_ss-0"
-    # The studies' aggregating stages and the real-data fits of paper 003 track the whole models section
-    # (DVC cannot list a profile-dependent set of keys); every per-run stage and study cell outside this
-    # run is untouched.
-    in_process = {"isa_experiments", "mssc_experiments", "sparse_vae_experiments", "sparse_vae_real", "diagnosis",
-                  "benchmark_plan"}  # the benchmark's plan: its cells track their own slice, unchanged here
-    assert set(status) - in_process == {"setup_runs", f"train@{run}"}, status
+    # The studies' aggregating stages track the whole models section (DVC cannot list a profile-dependent
+    # set of keys), as do the stages that write slices of it (param_slices: each study stage's entries;
+    # benchmark_plan: each cell's); every per-run stage and study cell outside this run is untouched.
+    in_process = {"isa_experiments", "mssc_experiments", "sparse_vae_experiments", "diagnosis", "benchmark_plan"}
+    assert set(status) - in_process == {"setup_runs", "param_slices", f"train@{run}"}, status
     proc = sh(project, sys.executable, "-m", "stagerun.repro", "-j", "2")
     ran = set(re.findall(r"running (\S+):", proc.stdout))
+    assert "param_slices" in ran and not {s for s in ran if s.split("@")[0] in (  # their slices are unchanged
+        "sparse_vae_fit", "sparse_vae_real", "sparse_vae_ablation", "supervised_ceiling", "mssc_patches")}, ran
     assert {s for s in ran if s.startswith("prior_init@")} == {"prior_init@dsprites"}, ran
     assert {s for s in ran if s.startswith("train@")} == {f"train@{run}"}, ran
     assert not any(s.startswith("benchmark_fit@") for s in ran), ran  # no benchmark prior changed

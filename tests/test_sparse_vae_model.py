@@ -19,6 +19,7 @@ from priorlab.studies.sparse_vae_experiments import report as E
 from priorlab.studies.claims import VERDICTS
 from priorlab.studies.sparse_vae_experiments import fit as F
 from priorlab.studies.sparse_vae_experiments import real as R
+from priorlab.studies.param_slices import run_param_slices
 from priorlab.models import build_model
 from priorlab.models.protocol import Batch, StepContext
 from priorlab.models.sparse_vae import SparseVAE, gaussian_kl_general
@@ -414,6 +415,9 @@ def test_study_runs_end_to_end_on_tiny_settings(tmp_path, monkeypatch):
         E.run_sparse_vae_experiments(params)
     with pytest.raises(ParamsError, match="no cell at rho '0.5'"):
         F.run_sparse_vae_fit(params, "0.5")
+    with pytest.raises(ParamsError, match="run the param_slices stage first"):  # its models' file (issue 44)
+        F.run_sparse_vae_fit(params, "0.0")
+    run_param_slices(params)
     F.run_sparse_vae_fit(params, "0.0")  # the cell (sparse_vae_fit@0.0) and the real-data stage (off here)
     R.run_sparse_vae_real(params)
     cell = tmp_path / "models" / "sparse_vae_experiments" / "rho-0.0"

@@ -55,7 +55,7 @@ WAIT_S = 12 * 3600.0
 
 POLL_S = 60.0
 
-EVERY_SHARD = ("code", "setup_runs")
+EVERY_SHARD = ("code", "setup_runs", "param_slices")
 """Stages every shard computes itself, first: cheap and deterministic (files written from the library's
 source and the params), and read by the stages a shard restores (the run-cache key includes them)."""
 

@@ -44,6 +44,7 @@ from torch import nn
 
 from priorlab import paths
 from priorlab.config import OptimParams, ParamsError
+from priorlab.config.slices import check_slice, entries
 from priorlab.io import pack_flags, write_json, write_json_folder
 from priorlab.models.classifier import Classifier
 from priorlab.models.protocol import TrainingSet
@@ -180,6 +181,14 @@ def relative_verdict(acc: float | None, ceiling: float | None, goal: float = REL
     return {"share": share, "relative_goal": goal, "relative_reached": bool(share >= goal)}
 
 
+def param_slice(params: Params) -> dict:
+    """What ``supervised_ceiling`` reads of ``setups`` and ``datasets``: its targets' setups (nets) and
+    their data sets."""
+    targets = list(params.supervised_ceiling.targets)
+    return {"setups": entries(params.setups, targets),
+            "datasets": entries(params.datasets, [params.setup(t).dataset for t in targets])}
+
+
 def run_supervised_ceiling(params: Params) -> dict[str, Any]:
     """``supervised_ceiling``: every ``targets`` entry at its data's resolution (and dSprites at the
     extra ``resolutions``) into ``models/supervised_ceiling/ceilings.json`` and each classifier into
@@ -189,6 +198,7 @@ def run_supervised_ceiling(params: Params) -> dict[str, Any]:
         save_model)  # lazy: +26 modules, ~52 ms at import priorlab.studies.fmvae_experiments.supervised_ceiling
 
     cfg = params.supervised_ceiling
+    check_slice(NAME, param_slice(params))
     shutil.rmtree(MODELS, ignore_errors=True)  # only this run's classifiers
     out: dict[str, Any] = {"rule": f"stop at the plateau: after ≥ {cfg.min_steps} steps, no validation gain over the "
                                    f"last {cfg.plateau_fraction:.0%} of the evaluations (every {cfg.eval_every} "

@@ -28,6 +28,7 @@ import torch
 
 from priorlab import paths
 from priorlab.config import BarsParams, ImagePatchesParams, ModelParams, Params, ParamsError, SetupParams
+from priorlab.config.slices import check_slice, entries
 from priorlab.data.patches import on_off_to_image
 from priorlab.data.store import build_arrays, in_memory
 from priorlab.io import write_json
@@ -265,6 +266,16 @@ def run_mssc_ablation(params: Params, ablation: str) -> Path:
     return out
 
 
+PATCHES_SLICE = "mssc_patches"  # its file of param_slices (priorlab.config.slices)
+
+
+def patches_param_slice(params: Params) -> dict:
+    """What every ``mssc_patches@<model>`` reads of ``datasets``: the ``patches`` entry (none when off;
+    DVC cannot track a key named by a value that may be empty)."""
+    patches = params.mssc_study.patches
+    return {"datasets": entries(params.datasets, [patches] if patches else [])}
+
+
 def run_mssc_patches(params: Params, model: str) -> Path:
     """``mssc_patches@<model>``: the dictionary one ``mssc_study.models`` entry learns on the ``patches``
     entry (none when ``patches`` is empty: its rows.json says so); writes its model folder atomically."""
@@ -273,6 +284,7 @@ def run_mssc_patches(params: Params, model: str) -> Path:
     study = params.mssc_study
     if model not in study.models:
         raise ParamsError(f"mssc_study has no model {model!r} (models {study.models})")
+    check_slice(PATCHES_SLICE, patches_param_slice(params))
 
     def fill(tmp: Path) -> None:
         patches = []

@@ -20,6 +20,7 @@ import torch
 from priorlab import paths
 from priorlab.config import ModelParams, Params, ParamsError, SetupParams
 from priorlab.config.models import loss_scaling_of
+from priorlab.config.slices import check_slice, entries
 from priorlab.data.sparse_synthetic import make_sparse_synthetic
 from priorlab.data.store import in_memory
 from priorlab.io import write_json, write_json_folder
@@ -224,6 +225,15 @@ def cells(params: Params) -> list:
     return [Cell(f"sparse_vae_fit@{float(rho)!r}", None, max(study.train.steps, 1) * per_rho) for rho in study.rhos]
 
 
+SLICE = "sparse_vae_fit"  # its file of param_slices (priorlab.config.slices)
+
+
+def param_slice(params: Params) -> dict:
+    """What every ``sparse_vae_fit@<rho>`` reads of ``models``: the study's models and its variant arm's."""
+    study = params.sparse_vae_study
+    return {"models": entries(params.models, [*study.models, *study.variant_models])}
+
+
 def run_sparse_vae_fit(params: Params, rho: str) -> Path:
     """``sparse_vae_fit@<rho>``: the cell of one ``sparse_vae_study.rhos`` value; writes its model folder
     atomically (a killed stage leaves none) and its metrics file."""
@@ -237,6 +247,7 @@ def run_sparse_vae_fit(params: Params, rho: str) -> Path:
                           f"{', no models: the study is off' if not study.models else ''})")
     if cell_dir(value).name != f"rho-{rho}":
         raise ParamsError(f"sparse_vae_study.rhos: write {rho!r} as a float ({value!r}): it names the cell's folder")
+    check_slice(SLICE, param_slice(params))
     rows, heat, models = rho_rows(params, value)
     out = cell_dir(value)
     tmp = out.with_name(out.name + ".tmp")

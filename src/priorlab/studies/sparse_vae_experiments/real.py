@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from priorlab.config import ModelParams, Params, ParamsError, SparseVaeRealParams
+from priorlab.config.slices import check_slice, entries
 from priorlab import paths
 from priorlab.studies.sparse_vae_experiments import NAME
 from priorlab.studies.sparse_vae_experiments.fit import choose_beta, fit_deep, in_memory
@@ -248,6 +249,19 @@ def single_cell_rows(params: Params) -> list[dict[str, Any]]:
 # --- the stage ----------------------------------------------------------------------------------
 
 REAL_CELL = "real"  # the sparse_vae_real stage's folder under models/sparse_vae_experiments/
+SLICE, ABLATION_SLICE = "sparse_vae_real", "sparse_vae_ablation"  # their files of param_slices (config.slices)
+
+
+def param_slice(params: Params) -> dict:
+    """What ``sparse_vae_real`` reads of ``models``: the MovieLens and single-cell models."""
+    sv = params.sparse_vae_study
+    return {"models": entries(params.models, [*sv.movielens.models, *sv.single_cell.models])}
+
+
+def ablation_param_slice(params: Params) -> dict:
+    """What the ``sparse_vae_ablation@<arm>`` stages read of ``models``: every arm's models."""
+    return {"models": entries(params.models, [m for arm in params.sparse_vae_study.movielens_ablations.values()
+                                              for m in arm.models])}
 
 
 def real_rows(params: Params) -> dict[str, Any]:
@@ -280,6 +294,7 @@ def run_sparse_vae_real(params: Params) -> Path:
     ``metrics/sparse_vae_experiments/real/<study>-<method>.json`` (mean and std over the splits)."""
     import shutil
 
+    check_slice(SLICE, param_slice(params))
     out = paths.MODELS / NAME / REAL_CELL
     shutil.rmtree(out, ignore_errors=True)  # only this run's nets
     rows = real_rows(params)
@@ -300,6 +315,7 @@ def run_sparse_vae_ablation(params: Params, ablation: str) -> Path:
     arms = params.sparse_vae_study.movielens_ablations
     if ablation not in arms:
         raise ParamsError(f"sparse_vae_study.movielens_ablations has no entry {ablation!r} (entries: {sorted(arms)})")
+    check_slice(ABLATION_SLICE, ablation_param_slice(params))
     rows, _ = movielens_rows(params, arms[ablation], keep=False)
     out = ablation_dir(ablation)
     write_json(out / "rows.json", {"movielens_rows": rows})
