@@ -4,6 +4,8 @@ claims' decision rule, the config checks, and a tiny run of both studies on the 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +16,8 @@ from priorlab.config import OptimParams, Params, ParamsError, SparseVaeRealParam
 from priorlab.studies.sparse_vae_experiments import claims as C
 from priorlab.studies.sparse_vae_experiments import real as R
 from priorlab.studies.sparse_vae_experiments import report as E
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_foldin_split_partitions_each_users_items():
@@ -234,6 +238,63 @@ def test_the_movielens_diagnosis_reads_each_arm_against_the_claims_gaps():
     wins = "\n".join(movielens_markdown(rows(0.0), {"a": {"settings": longer, "rows": rows(-2.0)}}, claim, study, "s"))
     assert "**Not reproduced at this scale**" in wins
     assert movielens_markdown(rows(0.0), {}, [dict(claim[0], verdict="reproduced")], study, "s") == []
+
+
+def test_the_movielens_diagnosis_sets_the_released_codes_fits_beside_ours_only_at_matched_settings():
+    """issue 43: the released code's own MovieLens fits on the same folds (a record measured outside the
+    project) enter the diagnosis with their paired sparse − VAE gaps beside ours at the same length, and the
+    conclusion says whether they agree; a record run at other settings is named and not compared."""
+    from priorlab.studies.sparse_vae_experiments.diagnosis import movielens_markdown, record_mismatch, released_gaps
+
+    def rows(shift):
+        return [{"split": k, "method": m, "kind": "nmf" if m == "NMF" else "vae", "n_train": 400,
+                 "nll": v + k + (shift if m == "s" else 0.0)}
+                for k in range(3) for m, v in {"s": 240.0, "v": 239.0, "NMF": 330.0}.items()]
+
+    study = dataclasses.asdict(SparseVaeRealParams(models=["s", "v"], splits=3, latent_dim=10, hidden=[50, 50],
+                                                   train=OptimParams(steps=300, batch_size=100, lr=1e-3)))
+    longer = dict(study, train=dict(study["train"], steps=400))
+    matched = {k: study[k] for k in ("n_items", "min_user_positives", "test_fraction", "splits", "latent_dim", "hidden")}
+    record = {"code": {"repository": "owner/code", "commit": "a" * 40}, "date": "2026-11-30", "settings": "S",
+              "matched": {**matched, "lr": 1e-3, "batch_size": 100},
+              "runs": [{"split": k, "model": m, "epochs": e, "nll": 200.0 + k + (d * (k + 1) if m == "sparse_vae" else 0)}
+                       for k in range(3) for m in ("sparse_vae", "vae") for e, d in ((75, 0.5), (100, 1.0))],
+              "baselines": {"popularity": {"what": "P", "rows": [{"split": k, "nll": 250.0} for k in range(3)]}}}
+    gaps = released_gaps(record)
+    assert list(gaps) == [75, 100] and gaps[75]["diffs"] == pytest.approx([0.5, 1.0, 1.5])
+    assert gaps[100]["gap"].value == pytest.approx(2.0) and gaps[100]["gap"].n == 3
+    claim = [{"key": "003.movielens_nll", "verdict": "not reproduced", "measured": "m"}]
+    text = "\n".join(movielens_markdown(rows(1.0), {"paper_epochs": {"settings": longer, "rows": rows(2.0)}}, claim,
+                                        study, "s", record, "v"))
+    assert "| released code, 75 epochs | 202.00 | 201.00 | +0.50 +1.00 +1.50 |" in text
+    assert "| priorlab (s / v), 75 epochs | 242.00 | 240.00 | +2.00 +2.00 +2.00 |" in text
+    assert "| priorlab (s / v), 100 epochs | 243.00 | 240.00 | +3.00 +3.00 +3.00 |" in text
+    assert "on 6 of 6 fold × length pairs" in text and "not the cause either" in text
+    assert "mean NLL 250.00 on these folds; this study's deep models score 240.00 to 242.00" in text
+    mixed = dict(record, runs=[dict(r, nll=r["nll"] - 3.0) if r["model"] == "sparse_vae" and r["split"] == 0 else r
+                               for r in record["runs"]])
+    assert "does not agree throughout" in "\n".join(movielens_markdown(rows(1.0), {}, claim, study, "s", mixed, "v"))
+    other = dict(record, matched=dict(record["matched"], latent_dim=30))
+    assert record_mismatch(other, study) == ["latent_dim: 30 ≠ 10"]
+    text = "\n".join(movielens_markdown(rows(1.0), {}, claim, study, "s", other, "v"))
+    assert "Not compared: the record was run at other settings than this profile's (latent_dim: 30 ≠ 10)" in text
+    assert "released code, 75 epochs" not in text and "agrees" not in text
+
+
+def test_the_committed_movielens_record_is_the_released_code_at_the_cpu_profiles_settings():
+    """The record the cpu profile's diagnosis reads: both models at both lengths on every fold, run at the
+    profile's MovieLens settings (a change there needs a new run of the released code)."""
+    import yaml
+
+    from priorlab.config import parse_params
+    from priorlab.studies.sparse_vae_experiments.diagnosis import ML_RECORD, record_mismatch
+
+    record = json.loads((ROOT / "reports" / ML_RECORD).read_text())
+    params = parse_params(yaml.safe_load((ROOT / "profiles" / "cpu.yaml").read_text()))
+    assert record_mismatch(record, dataclasses.asdict(params.sparse_vae_study.movielens)) == []
+    assert record["code"]["commit"] == "a30732af95777c1eeebba1717da2ff5d37c52744"
+    assert sorted((r["split"], r["model"], r["epochs"]) for r in record["runs"]) == sorted(
+        (k, m, e) for k in range(3) for m in ("sparse_vae", "vae") for e in (75, 100))
 
 
 def test_the_real_metrics_folder_is_never_empty():

@@ -148,6 +148,7 @@ def diagnosed(key: str) -> bool:
 # --------------------------------------------------------------------------- MovieLens (table 1a)
 
 ML_DIAGNOSED = ("003.movielens_nll",)
+ML_RECORD = "sparse_vae_released_code_movielens_cpu.json"  # in reports/: the released code on the same folds
 ML_PAPER = {"users": ("N = 100,000 users of MovieLens 25M (App. C)", 100_000), "latent_dim": ("K = 30 (table 6)", 30),
             "hidden": ("3 hidden layers of 300 (table 6)", [300, 300]), "lr": ("learning rate 0.0001 (table 6)", 1e-4),
             "epochs": ("100 epochs, batch 100 (table 6)", 100), "splits": ("5 splits (table 1)", 5)}
@@ -171,12 +172,79 @@ def nll_gaps(rows: list[dict[str, Any]], sparse: str) -> dict[str, Any]:
     return {"gaps": gaps, "best": max(e.value for e in gaps.values()) if gaps else float("nan")}
 
 
+def record_mismatch(record: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """The settings the released code's MovieLens record (its ``matched`` block) was run at that differ from
+    the study's (``settings``, a dict of :class:`~priorlab.config.SparseVaeRealParams`): ``key: record ≠ ours``."""
+    ours = {**{k: settings[k] for k in ("n_items", "min_user_positives", "test_fraction", "splits", "latent_dim",
+                                        "hidden")},
+            "lr": settings["train"]["lr"], "batch_size": settings["train"]["batch_size"]}
+    return [f"{k}: {record['matched'].get(k)!r} ≠ {v!r}" for k, v in ours.items() if record["matched"].get(k) != v]
+
+
+def released_gaps(record: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Per training length (epochs) of the released code's MovieLens record: the mean NLL of its sparse VAE
+    and VAE, and NLL(sparse VAE) − NLL(VAE) paired by fold (t), with the per-fold differences."""
+    out = {}
+    for epochs in sorted({r["epochs"] for r in record["runs"]}):
+        by = {m: {r["split"]: r["nll"] for r in record["runs"] if r["epochs"] == epochs and r["model"] == m}
+              for m in ("sparse_vae", "vae")}
+        splits = sorted(set(by["sparse_vae"]) & set(by["vae"]))
+        if splits:
+            out[epochs] = {"mean": {m: float(np.mean([v[s] for s in splits])) for m, v in by.items()},
+                           "diffs": [by["sparse_vae"][s] - by["vae"][s] for s in splits],
+                           "gap": paired_difference([by["sparse_vae"][s] for s in splits], [by["vae"][s] for s in splits])}
+    return out
+
+
+def _released_lines(record: dict[str, Any], settings: dict[str, Any], study_rows: list[dict[str, Any]],
+                    ours: dict[int, list[dict[str, Any]]], sparse: str, vae: str | None
+                    ) -> tuple[list[str], dict[int, dict[str, Any]]]:
+    """The released code's fits on the same folds beside ours (``ours``: epochs → rows of that length; the
+    study's own rows ``study_rows``), and its gaps (empty when the record was run at other settings: then
+    one line says which)."""
+    head = ["### Beside the released code on the same folds", "",
+            f"Record: `reports/{ML_RECORD}` ({record['code']['repository']} at `{record['code']['commit'][:7]}`, run "
+            f"outside the project on {record['date']}). Settings: {record['settings']}", ""]
+    differ = record_mismatch(record, settings)
+    if differ:
+        return head + [f"Not compared: the record was run at other settings than this profile's ({'; '.join(differ)}).",
+                       ""], {}
+    gaps = released_gaps(record)
+    table = []
+    for epochs, g in gaps.items():
+        table.append([f"released code, {epochs} epochs", f"{g['mean']['sparse_vae']:.2f}", f"{g['mean']['vae']:.2f}",
+                      " ".join(f"{d:+.2f}" for d in g["diffs"]), f"{g['gap'].value:+.2f} [{g['gap'].low:+.2f}, "
+                      f"{g['gap'].high:+.2f}]"])
+        rows = ours.get(epochs, [])
+        if vae and rows and {sparse, vae} <= {r["method"] for r in rows}:
+            by = _by_method(rows, "nll")
+            splits = sorted(set(by[sparse]) & set(by[vae]))
+            e = paired_difference([by[sparse][s] for s in splits], [by[vae][s] for s in splits])
+            table.append([f"priorlab ({sparse} / {vae}), {epochs} epochs", f"{np.mean([by[sparse][s] for s in splits]):.2f}",
+                          f"{np.mean([by[vae][s] for s in splits]):.2f}",
+                          " ".join(f"{by[sparse][s] - by[vae][s]:+.2f}" for s in splits),
+                          f"{e.value:+.2f} [{e.low:+.2f}, {e.high:+.2f}]"])
+    lines = head + md_table(["source", "mean NLL sparse VAE", "mean NLL VAE", "sparse − VAE per fold",
+                             "sparse − VAE (paired t, 95 %)"], table)
+    pop = record.get("baselines", {}).get("popularity")
+    deep = {m: np.mean(list(v.values())) for m, v in _by_method([r for r in study_rows if r.get("kind") != "nmf"],
+                                                                 "nll").items()}
+    if pop and deep:
+        lines += ["", f"The record's popularity baseline ({pop['what']}): mean NLL "
+                  f"{np.mean([r['nll'] for r in pop['rows']]):.2f} on these folds; this study's deep models score "
+                  f"{min(deep.values()):.2f} to {max(deep.values()):.2f}."]
+    return lines + [""], gaps
+
+
 def movielens_markdown(rows: list[dict[str, Any]], arms: dict[str, dict[str, Any]], claims: list[dict[str, Any]],
-                       settings: dict[str, Any], sparse: str) -> list[str]:
+                       settings: dict[str, Any], sparse: str, record: dict[str, Any] | None = None,
+                       vae: str | None = None) -> list[str]:
     """The MovieLens NLL diagnosis: the settings that differ from table 6, per split the NLL of every
-    method and the sparse VAE's active columns, each arm's gaps beside the claim's, and the conclusion.
-    ``rows``: the study's MovieLens rows; ``arms``: name → {``settings``, ``rows``}; ``settings``: the
-    study's MovieLens settings (a dict of :class:`~priorlab.config.SparseVaeRealParams`)."""
+    method and the sparse VAE's active columns, each arm's gaps beside the claim's, the released code's
+    own fits on the same folds (``record``, when given; beside ours of the sparse VAE and ``vae``, the plain
+    VAE) and the conclusion.  ``rows``: the study's
+    MovieLens rows; ``arms``: name → {``settings``, ``rows``}; ``settings``: the study's MovieLens settings
+    (a dict of :class:`~priorlab.config.SparseVaeRealParams`)."""
     failing = [c for c in claims if c["key"].split("/")[0] in ML_DIAGNOSED and c["verdict"] != "reproduced"]
     if not failing or not rows:
         return []
@@ -213,8 +281,28 @@ def movielens_markdown(rows: list[dict[str, Any]], arms: dict[str, dict[str, Any
         lines += [f"Arm `{name}` ({st['train']['steps']} steps = {epochs(st):.0f} epochs, K = {st['latent_dim']}, trunk "
                   f"{st['hidden']}, learning rate {st['train']['lr']:g}; every model, the same folds): mean NLL "
                   + ", ".join(f"{m} {v:.2f}" for m, v in means.items()) + ". " + _gap_text(results[name]["gaps"]), ""]
-    lines += ["### Conclusion", "", _ml_conclusion(base, results), ""]
+    released: dict[int, dict[str, Any]] = {}
+    if record is not None:
+        per_length = {**{round(epochs(a["settings"])): a["rows"] for a in arms.values()}, round(epochs(settings)): rows}
+        released_part, released = _released_lines(record, settings, rows, per_length, sparse, vae)
+        lines += released_part
+    lines += ["### Conclusion", "", _ml_conclusion(base, results) + _released_sentence(released), ""]
     return lines
+
+
+def _released_sentence(released: dict[int, dict[str, Any]]) -> str:
+    """What the released code's own fits add to the conclusion: whether its sparse VAE, too, has a higher
+    held-out NLL than its VAE on the same folds."""
+    if not released:
+        return ""
+    diffs = [d for g in released.values() for d in g["diffs"]]
+    lengths = " and ".join(f"{g['gap'].value:+.2f} at {e} epochs" for e, g in released.items())
+    if all(d > 0 for d in diffs):
+        return (f" The authors' released code, on the same folds at matched settings, agrees: its sparse VAE's NLL is "
+                f"above its VAE's on {len(diffs)} of {len(diffs)} fold × length pairs (mean gap {lengths}), so our "
+                "implementation is not the cause either.")
+    return (f" The authors' released code on the same folds does not agree throughout: sparse − VAE {lengths}, "
+            f"{sum(d > 0 for d in diffs)} of {len(diffs)} fold × length pairs above 0.")
 
 
 def _gap_text(gaps: dict[str, Any]) -> str:
@@ -243,5 +331,5 @@ def _ml_conclusion(base: dict[str, Any], arms: dict[str, dict[str, Any]]) -> str
             f"({base['best']:+.2f} → {min(arms[k]['best'] for k in toward):+.2f}) without closing it.")
 
 
-__all__ = ["DIAGNOSED", "ML_DIAGNOSED", "RECORD", "collapse_comparison", "diagnosed", "diagnosis_markdown",
-           "movielens_markdown", "nll_gaps", "released_rows"]
+__all__ = ["DIAGNOSED", "ML_DIAGNOSED", "ML_RECORD", "RECORD", "collapse_comparison", "diagnosed", "diagnosis_markdown",
+           "movielens_markdown", "nll_gaps", "record_mismatch", "released_gaps", "released_rows"]

@@ -23,7 +23,8 @@ from priorlab.studies.sparse_vae_experiments.aggregate import (read_movielens_ar
                                                                write_recovery_table)
 from priorlab.studies.sparse_vae_experiments.claims import (AS_RELEASED, AS_WRITTEN, claim_models, decide_claims,
                                                              decide_real_claims, first_sparse)
-from priorlab.studies.sparse_vae_experiments.diagnosis import RECORD, diagnosed, diagnosis_markdown, movielens_markdown
+from priorlab.studies.sparse_vae_experiments.diagnosis import (ML_RECORD, RECORD, diagnosed, diagnosis_markdown,
+                                                               movielens_markdown)
 from priorlab.studies.sparse_vae_experiments.real import TOP_MOVIES, mean_std
 
 OUT = paths.experiment_dir(NAME)
@@ -115,7 +116,8 @@ def objective_arms(params: Params) -> dict[str, tuple[str, list[str]]]:
 def sparse_vae_diagnosis(params: Params, summary: dict[str, Any]) -> str | None:
     """Paper 003's part of the ``diagnosis`` stage (issue 43): its failing synthetic claims beside the
     released code's run on the same data sets (``reports/sparse_vae_released_code_cpu.json``), and its
-    failing MovieLens claims with the ``sparse_vae_ablation`` arms; None when neither can be written."""
+    failing MovieLens claims with the ``sparse_vae_ablation`` arms and the released code's fits on the same
+    folds (``reports/sparse_vae_released_code_movielens_cpu.json``); None when neither can be written."""
     records, study = summary["claims"], params.sparse_vae_study
     parts = []
     arms = objective_arms(params)
@@ -129,8 +131,11 @@ def sparse_vae_diagnosis(params: Params, summary: dict[str, Any]) -> str | None:
             parts.append(f"# Paper 003: why its claims fail here (diagnosis)\n\n`reports/{RECORD}` (the released "
                          "code's run on the same data sets) is missing: the synthetic claims are not diagnosed.\n")
     sparse_ml, ml_rows = first_sparse(params, study.movielens.models), summary.get("movielens", {}).get("rows", [])
+    ml_record = read_json(paths.REPORTS / ML_RECORD) if (paths.REPORTS / ML_RECORD).is_file() else None
+    vae_ml = next((m for m in study.movielens.models if params.models[m].kind == "vae" and params.models[m].beta == 1.0),
+                  None)  # the plain VAE, what the released code's VAE is set beside
     ml_lines = movielens_markdown(ml_rows, read_movielens_arms(params), records, dataclasses.asdict(study.movielens),
-                                  sparse_ml) if sparse_ml and ml_rows else []  # arms are read only with rows
+                                  sparse_ml, ml_record, vae_ml) if sparse_ml and ml_rows else []  # arms read only with rows
     if ml_lines:
         parts.append(("" if parts else "# Paper 003: why its claims fail here (diagnosis)\n\n") + "\n".join(ml_lines) + "\n")
     return "\n".join(parts) if parts else None
