@@ -334,3 +334,19 @@ def test_no_diagnosis_arm_is_upstream_of_the_report():
     assert "report" in claims and not claims & (arms | {"diagnosis"}), sorted(claims & arms)
     studies = {"fmvae_experiments", "vsc_experiments", "mssc_experiments", "sparse_vae_experiments"}
     assert arms | studies | {"diagnosis"} <= everything
+
+
+def test_every_committed_record_a_stage_reads_travels_with_the_project_copy():
+    """A committed file under ``reports/`` that a stage depends on and no stage writes (a record measured
+    outside the pipeline) is one of ``benchmarks.project_copy.RECORDS``, which the end-to-end and cluster
+    tests' project copies carry: else DVC refuses the stage there ("dependency ... does not exist")."""
+    from benchmarks.project_copy import RECORDS
+
+    spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    outs = {str(next(iter(o)) if isinstance(o, dict) else o) for s in spec.values()
+            for o in s.get("do", s).get("outs", [])}
+    records = {d for s in spec.values() for d in s.get("do", s).get("deps", [])
+               if str(d).startswith("reports/") and (ROOT / d).is_file()
+               and not any(d == o or d.startswith(o.rstrip("/") + "/") for o in outs)}
+    assert "reports/sparse_vae_released_code_movielens_cpu.json" in records
+    assert records <= set(RECORDS), sorted(records - set(RECORDS))
