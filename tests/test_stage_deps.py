@@ -42,9 +42,10 @@ def _is_type_checking(node: ast.AST) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, type_checking: bool = False) -> set[str]:
     """Library modules ``path`` imports anywhere (module level or inside functions), except under
-    ``if TYPE_CHECKING:``; ``from a import b`` counts ``a`` and, when it is a module, ``a.b``."""
+    ``if TYPE_CHECKING:`` (with ``type_checking``: those too); ``from a import b`` counts ``a`` and, when
+    it is a module, ``a.b``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module_name(path) if path.is_relative_to(SRC) else ""
     if path.is_relative_to(SRC) and path.name != "__init__.py":
@@ -52,7 +53,7 @@ def imported_modules(path: Path) -> set[str]:
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if _is_type_checking(node):
+        if _is_type_checking(node) and not type_checking:
             for child in node.orelse:
                 visit(child)
             return

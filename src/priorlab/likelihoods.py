@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 import torch
 from torch import nn
@@ -19,8 +19,14 @@ from torch.distributions import Bernoulli, Distribution, Independent, Normal
 from priorlab.device import value_checks_enabled
 from priorlab.noise_prior import calibrate_inverse_gamma_scale, inverse_gamma_map_variance
 
-if TYPE_CHECKING:
-    from priorlab.models.elbo import LossScaling
+
+class LossWeights(Protocol):
+    """The loss weights a likelihood's own terms read (``models.elbo.LossScaling`` is one: named here so
+    that this module, below the models, imports nothing of them)."""
+
+    name: str
+    log_lik: float
+    kl: float
 
 
 @dataclass(frozen=True)
@@ -58,11 +64,11 @@ class Likelihood(nn.Module):
     def bind_data(self, x_train: torch.Tensor) -> None:
         """Data-dependent settings from the prepared training observations (none by default)."""
 
-    def step_update(self, x: torch.Tensor, decoder_out: torch.Tensor, n_data: int, scaling: LossScaling) -> None:
+    def step_update(self, x: torch.Tensor, decoder_out: torch.Tensor, n_data: int, scaling: LossWeights) -> None:
         """Closed-form updates after an optimiser step from a batch ``x`` and the decoder output at
         the step's codes; ``n_data`` is the training-set size N (none by default)."""
 
-    def loss_terms(self, x: torch.Tensor, scaling: LossScaling) -> dict[str, torch.Tensor]:
+    def loss_terms(self, x: torch.Tensor, scaling: LossWeights) -> dict[str, torch.Tensor]:
         """Per-observation terms this likelihood adds to the loss (its parameters' prior), each
         ``[batch]``; read when ``adds_loss_terms`` (none by default)."""
         return {}
@@ -241,7 +247,7 @@ class InverseGammaGaussianLikelihood(Likelihood):
         self.sigma2.copy_(var.to(self.sigma2.dtype))
 
     @torch.no_grad()
-    def step_update(self, x: torch.Tensor, decoder_out: torch.Tensor, n_data: int, scaling: LossScaling) -> None:
+    def step_update(self, x: torch.Tensor, decoder_out: torch.Tensor, n_data: int, scaling: LossWeights) -> None:
         resid = x.double() - decoder_out.detach().double()
         b, ss = x.shape[0], resid.pow(2).sum(0)
         xi = self.xi.double()  # stays on the device (a host read would wait for it)
@@ -311,7 +317,7 @@ class ReleasedCodeInverseGammaGaussian(Likelihood):
         std = x.std(dim=0, unbiased=False).clamp_min(1e-3)  # the code's floor: std 1e-3
         self.log_sigma.copy_(std.log().to(self.log_sigma.dtype))
 
-    def loss_terms(self, x: torch.Tensor, scaling: LossScaling) -> dict[str, torch.Tensor]:
+    def loss_terms(self, x: torch.Tensor, scaling: LossWeights) -> dict[str, torch.Tensor]:
         if value_checks_enabled() and not torch.isfinite(self.xi):  # deferred in training: a NaN loss stops it
             raise ValueError("ReleasedCodeInverseGammaGaussian needs ξ: call bind_data(x_train) first")
         b, log_sigma = x.shape[0], self.log_sigma.flatten()

@@ -14,13 +14,24 @@ This module is light (no numpy, torch or scikit-learn at import): the functions 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from priorlab.config import EvaluateParams
     from priorlab.data.base import GroundTruthData
+
+
+class MetricSettings(Protocol):
+    """The evaluation settings the metric functions read (``config.EvaluateParams`` has them; named here
+    so that this registry, which the config validates metric names against, imports nothing of the config)."""
+
+    n_bins: int
+    dci_backend: str
+    n_jobs: int
+    metric_batch_size: int
+    metric_num_train: int
+    metric_num_test: int
 
 
 @dataclass(frozen=True)
@@ -31,7 +42,7 @@ class SampledFactors:
 
     data: GroundTruthData
     represent: Callable[[np.ndarray], np.ndarray]
-    params: EvaluateParams
+    params: MetricSettings
     random_state: np.random.RandomState
     factors_train: np.ndarray
     codes_train: np.ndarray
