@@ -288,6 +288,10 @@ def test_missing_units_are_priced_from_the_measured_walls(tmp_path):
     claim = {"key": "k/s", "criterion_key": "k", "n_to_decide": 7, "evidence": ["train@m-x-*"],
              "planned_n": {"paper": 5}, "parts": [{"n": 3}, {"n": 3}]}
     assert missing_units_cost(claim, walls, {"k": 10.0}) == "+4 units: ≈ 4 cpu-min, ≈ 8.0 GPU-h"
+    assert missing_units_cost({**claim, "n_to_decide": 4}, walls, {}) == "+1 units: ≈ 1 cpu-min"
+    cheap = {"train@m-x-0": 6.0, "train@m-x-1": 6.0, "train@m-x-2": 6.0}
+    assert missing_units_cost({**claim, "n_to_decide": 4}, cheap, {}) == "+1 units: ≈ 0.1 cpu-min"  # never "≈ 0"
+    assert missing_units_cost({**claim, "n_to_decide": 103}, walls, {}) == "+100 units: ≈ 100 cpu-min"
     assert missing_units_cost({**claim, "n_to_decide": None}, walls, {}) == ""
     assert stage_walls(tmp_path / "missing.json") == {}
 

@@ -141,7 +141,8 @@ def missing_units_cost(claim: dict[str, Any], walls: dict[str, float], gpu: dict
     matched = sum(w for s, w in walls.items() if any(fnmatch.fnmatchcase(s, pat) for pat in claim.get("evidence", [])))
     out = [f"+{extra} units"]
     if matched and n_now:
-        out.append(f"≈ {extra * matched / n_now / 60:.0f} cpu-min")
+        minutes = extra * matched / n_now / 60
+        out.append(f"≈ {minutes:.0f} cpu-min" if minutes >= 10 else f"≈ {minutes:.1g} cpu-min")  # not "≈ 0"
     key, paper_n = claim.get("criterion_key") or claim["key"].split("/")[0], claim.get("planned_n", {}).get("paper")
     if key in gpu and paper_n:
         out.append(f"≈ {extra * gpu[key] / paper_n:.1f} GPU-h")
