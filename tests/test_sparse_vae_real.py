@@ -234,7 +234,10 @@ def test_the_movielens_diagnosis_reads_each_arm_against_the_claims_gaps():
     assert "| 0 | 240.00 | 239.00 | 239.50 | 330.00 | 10 / 10 |" in text
     assert "**Not reproduced at this data size**" in text and "+1.05 → +3.05" in text
     better = "\n".join(movielens_markdown(rows(0.0), {"a": {"settings": longer, "rows": rows(-0.3)}}, claim, study, "s"))
-    assert "**Open**: arm `a` narrows the gap" in better
+    assert "**Open**: arm `a` narrows the gap" in better and "Untested here: the paper's data size, K, width and learning rate" in better
+    mixed = "\n".join(movielens_markdown(rows(0.0), {"a": {"settings": longer, "rows": rows(-0.3)},
+                                                     "b": {"settings": longer, "rows": rows(2.0)}}, claim, study, "s"))
+    assert "+1.05 → +0.75) without closing it; arm `b` widens it (+3.05)." in mixed
     wins = "\n".join(movielens_markdown(rows(0.0), {"a": {"settings": longer, "rows": rows(-2.0)}}, claim, study, "s"))
     assert "**Not reproduced at this scale**" in wins
     assert movielens_markdown(rows(0.0), {}, [dict(claim[0], verdict="reproduced")], study, "s") == []
@@ -264,12 +267,16 @@ def test_the_movielens_diagnosis_sets_the_released_codes_fits_beside_ours_only_a
     assert list(gaps) == [75, 100] and gaps[75]["diffs"] == pytest.approx([0.5, 1.0, 1.5])
     assert gaps[100]["gap"].value == pytest.approx(2.0) and gaps[100]["gap"].n == 3
     claim = [{"key": "003.movielens_nll", "verdict": "not reproduced", "measured": "m"}]
-    text = "\n".join(movielens_markdown(rows(1.0), {"paper_epochs": {"settings": longer, "rows": rows(2.0)}}, claim,
+    wider = dict(longer, latent_dim=30, hidden=[300, 300])  # an arm at other nets: not set beside the record
+    text = "\n".join(movielens_markdown(rows(1.0), {"paper_epochs": {"settings": longer, "rows": rows(2.0)},
+                                                    "paper_nets": {"settings": wider, "rows": rows(5.0)}}, claim,
                                         study, "s", record, "v"))
     assert "| released code, 75 epochs | 202.00 | 201.00 | +0.50 +1.00 +1.50 |" in text
     assert "| priorlab (s / v), 75 epochs | 242.00 | 240.00 | +2.00 +2.00 +2.00 |" in text
     assert "| priorlab (s / v), 100 epochs | 243.00 | 240.00 | +3.00 +3.00 +3.00 |" in text
     assert "on 6 of 6 fold × length pairs" in text and "not the cause either" in text
+    assert "arms `paper_epochs`, `paper_nets`" in text and "+3.00 (`paper_epochs`), +6.00 (`paper_nets`)" in text
+    assert "none of those settings is the cause; what remains untested here is the paper's data size and learning rate" in text
     assert "mean NLL 250.00 on these folds; this study's deep models score 240.00 to 242.00" in text
     mixed = dict(record, runs=[dict(r, nll=r["nll"] - 3.0) if r["model"] == "sparse_vae" and r["split"] == 0 else r
                                for r in record["runs"]])
