@@ -181,19 +181,32 @@ def record_mismatch(record: dict[str, Any], settings: dict[str, Any]) -> list[st
     return [f"{k}: {record['matched'].get(k)!r} ≠ {v!r}" for k, v in ours.items() if record["matched"].get(k) != v]
 
 
+def _sparse_vae_gap(sparse: dict[int, float], vae: dict[int, float]) -> dict[str, Any] | None:
+    """On the folds both have: each one's mean NLL, NLL(sparse VAE) − NLL(VAE) per fold and paired by fold (t)."""
+    splits = sorted(set(sparse) & set(vae))
+    if not splits:
+        return None
+    a, b = [sparse[s] for s in splits], [vae[s] for s in splits]
+    return {"mean": {"sparse_vae": float(np.mean(a)), "vae": float(np.mean(b))},
+            "diffs": [x - y for x, y in zip(a, b)], "gap": paired_difference(a, b)}
+
+
 def released_gaps(record: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    """Per training length (epochs) of the released code's MovieLens record: the mean NLL of its sparse VAE
-    and VAE, and NLL(sparse VAE) − NLL(VAE) paired by fold (t), with the per-fold differences."""
+    """Per training length (epochs) of the released code's MovieLens record: :func:`_sparse_vae_gap` of its
+    sparse VAE and VAE."""
     out = {}
     for epochs in sorted({r["epochs"] for r in record["runs"]}):
         by = {m: {r["split"]: r["nll"] for r in record["runs"] if r["epochs"] == epochs and r["model"] == m}
               for m in ("sparse_vae", "vae")}
-        splits = sorted(set(by["sparse_vae"]) & set(by["vae"]))
-        if splits:
-            out[epochs] = {"mean": {m: float(np.mean([v[s] for s in splits])) for m, v in by.items()},
-                           "diffs": [by["sparse_vae"][s] - by["vae"][s] for s in splits],
-                           "gap": paired_difference([by["sparse_vae"][s] for s in splits], [by["vae"][s] for s in splits])}
+        gap = _sparse_vae_gap(by["sparse_vae"], by["vae"])
+        if gap:
+            out[epochs] = gap
     return out
+
+
+def _gap_row(label: str, g: dict[str, Any]) -> list[str]:
+    return [label, f"{g['mean']['sparse_vae']:.2f}", f"{g['mean']['vae']:.2f}", " ".join(f"{d:+.2f}" for d in g["diffs"]),
+            f"{g['gap'].value:+.2f} [{g['gap'].low:+.2f}, {g['gap'].high:+.2f}]"]
 
 
 def _released_lines(record: dict[str, Any], settings: dict[str, Any], study_rows: list[dict[str, Any]],
@@ -212,18 +225,11 @@ def _released_lines(record: dict[str, Any], settings: dict[str, Any], study_rows
     gaps = released_gaps(record)
     table = []
     for epochs, g in gaps.items():
-        table.append([f"released code, {epochs} epochs", f"{g['mean']['sparse_vae']:.2f}", f"{g['mean']['vae']:.2f}",
-                      " ".join(f"{d:+.2f}" for d in g["diffs"]), f"{g['gap'].value:+.2f} [{g['gap'].low:+.2f}, "
-                      f"{g['gap'].high:+.2f}]"])
-        rows = ours.get(epochs, [])
-        if vae and rows and {sparse, vae} <= {r["method"] for r in rows}:
-            by = _by_method(rows, "nll")
-            splits = sorted(set(by[sparse]) & set(by[vae]))
-            e = paired_difference([by[sparse][s] for s in splits], [by[vae][s] for s in splits])
-            table.append([f"priorlab ({sparse} / {vae}), {epochs} epochs", f"{np.mean([by[sparse][s] for s in splits]):.2f}",
-                          f"{np.mean([by[vae][s] for s in splits]):.2f}",
-                          " ".join(f"{by[sparse][s] - by[vae][s]:+.2f}" for s in splits),
-                          f"{e.value:+.2f} [{e.low:+.2f}, {e.high:+.2f}]"])
+        table.append(_gap_row(f"released code, {epochs} epochs", g))
+        by = _by_method(ours.get(epochs, []), "nll")
+        mine = _sparse_vae_gap(by[sparse], by[vae]) if vae and {sparse, vae} <= set(by) else None
+        if mine:
+            table.append(_gap_row(f"priorlab ({sparse} / {vae}), {epochs} epochs", mine))
     lines = head + md_table(["source", "mean NLL sparse VAE", "mean NLL VAE", "sparse − VAE per fold",
                              "sparse − VAE (paired t, 95 %)"], table)
     pop = record.get("baselines", {}).get("popularity")
@@ -242,9 +248,8 @@ def movielens_markdown(rows: list[dict[str, Any]], arms: dict[str, dict[str, Any
     """The MovieLens NLL diagnosis: the settings that differ from table 6, per split the NLL of every
     method and the sparse VAE's active columns, each arm's gaps beside the claim's, the released code's
     own fits on the same folds (``record``, when given; beside ours of the sparse VAE and ``vae``, the plain
-    VAE) and the conclusion.  ``rows``: the study's
-    MovieLens rows; ``arms``: name → {``settings``, ``rows``}; ``settings``: the study's MovieLens settings
-    (a dict of :class:`~priorlab.config.SparseVaeRealParams`)."""
+    VAE) and the conclusion.  ``rows``: the study's MovieLens rows; ``arms``: name → {``settings``, ``rows``};
+    ``settings``: the study's MovieLens settings (a dict of :class:`~priorlab.config.SparseVaeRealParams`)."""
     failing = [c for c in claims if c["key"].split("/")[0] in ML_DIAGNOSED and c["verdict"] != "reproduced"]
     if not failing or not rows:
         return []
