@@ -5,6 +5,7 @@ whose inputs match a cached run and reports a miss with the stage's outputs remo
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import shutil
@@ -105,6 +106,66 @@ def test_a_torn_rwlock_left_by_a_killed_run_is_removed_under_the_repository_lock
         assert rwlock.exists() != cleared
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"p": {"cmd": "echo 1 > p.txt", "outs": ["p.txt"]}}}))
     assert _dvc(tmp_path, "repro").returncode == 0  # DVC reads and rewrites the rwlock here
+
+
+def test_the_runner_skips_dvcs_path_lock_only_as_its_sole_user(tmp_path, monkeypatch):
+    """Issue 44 (the no-op's cost): under the repository lock the runner skips DVC's per-path lock
+    (two file rewrites per take, three takes per staleness check) and gets DVC's answers; a live
+    process's entry in that lock (a plain ``dvc repro`` running a stage) keeps DVC's lock in force."""
+    import dvc.rwlock
+
+    from stagerun import dvc_adapter
+
+    if shutil.which("git") is None:
+        pytest.skip("git is required by DVC")
+    monkeypatch.chdir(tmp_path)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    assert _dvc(tmp_path, "init", "-q").returncode == 0
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "p": {"cmd": "echo ${x} > p.txt", "params": ["x"], "outs": ["p.txt"]},
+        "q": {"cmd": "cat p.txt p.txt > q.txt", "deps": ["p.txt"], "outs": ["q.txt"]}}}))
+    (tmp_path / "params.yaml").write_text("x: 1\n")
+    assert _dvc(tmp_path, "repro").returncode == 0
+    rwlock = tmp_path / ".dvc" / "tmp" / "rwlock"
+    original = dvc.rwlock.rwlock
+
+    def staleness(skip: bool) -> tuple[dict, bool, bool]:
+        """Each stage -> changed, whether the path lock was skipped, whether its file was rewritten."""
+        rwlock.write_text('{"read": {}, "write": {}}')
+        before = rwlock.stat().st_mtime_ns
+        os.utime(rwlock, ns=(before - 10**9, before - 10**9))  # a rewrite now moves the mtime
+        with dvc_adapter.open_repo(tmp_path) as repo:
+            with dvc_adapter.sole_path_locker(repo) if skip else contextlib.nullcontext(False) as skipped:
+                stages = dvc_adapter.select(repo, None)
+                up = dvc_adapter.upstream(repo, stages)
+                got = {s.addressing: dvc_adapter.changed(s, up[s]) for s in stages}
+            assert dvc.rwlock.rwlock is original  # DVC's own lock is back after the block
+        return got, skipped, rwlock.stat().st_mtime_ns != before - 10**9
+
+    assert staleness(skip=False) == ({"p": False, "q": False}, False, True)  # DVC rewrote its lock file
+    assert staleness(skip=True) == ({"p": False, "q": False}, True, False)   # the same answers, no rewrite
+    (tmp_path / "params.yaml").write_text("x: 2\n")
+    assert staleness(skip=True)[0] == staleness(skip=False)[0] == {"p": True, "q": False}
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    held = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for pid, skips in ((dead.pid, True), (held.pid, False)):
+            rwlock.write_text(json.dumps({"read": {}, "write": {str(tmp_path / "q.txt"): {"pid": pid, "cmd": "dvc repro"}}}))
+            with dvc_adapter.open_repo(tmp_path) as repo:
+                assert dvc_adapter.foreign_path_locks(repo) == ([] if skips else [pid])
+                with dvc_adapter.sole_path_locker(repo) as skipped:
+                    assert skipped is skips
+                    (q,) = [s for s in dvc_adapter.select(repo, ["q"]) if s.addressing == "q"]
+                    if skips:
+                        dvc_adapter.changed(q, [])
+                    else:  # q's output is being written by that process: DVC refuses, as without the runner
+                        with pytest.raises(Exception, match="q.txt"):
+                            dvc_adapter.changed(q, [])
+    finally:
+        held.kill()
+        held.wait()
 
 
 def _entry(name: str, md5: str, path: str) -> dict:

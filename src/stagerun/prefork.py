@@ -100,7 +100,8 @@ class Ended(RuntimeError):
     """The preloaded process is gone (it runs no more stages)."""
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (another user's included)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -178,7 +179,7 @@ class Preloaded:
         if pid not in self.exited and not self.ended:
             with contextlib.suppress(Ended):
                 self._messages(0)
-        if pid not in self.exited and self.ended and not _alive(pid):
+        if pid not in self.exited and self.ended and not process_alive(pid):
             return LOST, 0.0
         return self.exited.pop(pid, None)
 

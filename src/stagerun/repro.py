@@ -5,7 +5,8 @@ the work either: each holds the repository lock except while a stage's command r
 per-path lock then *refuses* (it does not wait) a second process that checks a stage upstream of a
 running one — every per-run chain shares its pretraining stage.  So this runner drives DVC's own
 objects (through :mod:`stagerun.dvc_adapter`) from one process, holding DVC's repository lock for
-its whole run:
+its whole run (DVC's per-path lock, ``.dvc/tmp/rwlock``, then guards nothing and is skipped while no
+other process holds an entry in it: :func:`stagerun.dvc_adapter.sole_path_locker`):
 
 * the stage graph is DVC's (``repo.index.graph``), optionally cut to ``targets`` and their upstream,
   as ``dvc repro TARGETS`` does;
@@ -429,7 +430,7 @@ def reproduce(targets: Sequence[str] | None = None, jobs: int = 2, gpus: Sequenc
     require_tested_dvc()  # before anything else, as the adapter does before it touches DVC
     envs = worker_envs(jobs, gpus)
     preload = not gpus if preload is None else preload
-    with dvc_adapter.open_repo(root) as repo, parse_params_once():
+    with dvc_adapter.open_repo(root) as repo, parse_params_once(), dvc_adapter.sole_path_locker(repo):
         run = _Run(repo, set(dvc_adapter.select(repo, targets)), envs, dry, log, preload, run_cache)
         run.out.jobs = jobs
         start = time.monotonic()
@@ -492,7 +493,7 @@ def record(targets: Sequence[str] | None = None, root: str | Path = ".", log=pri
     library edit run the ``code`` stage first (its digest of the library is an output).  A whole
     record (no ``targets``) also drops the entries of stages the pipeline no longer has."""
     require_tested_dvc()
-    with dvc_adapter.open_repo(root) as repo, parse_params_once():
+    with dvc_adapter.open_repo(root) as repo, parse_params_once(), dvc_adapter.sole_path_locker(repo):
         stages = dvc_adapter.select(repo, targets)
         for stage in stages:
             dvc_adapter.save_run(stage)
