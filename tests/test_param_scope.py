@@ -105,8 +105,9 @@ def test_an_entry_a_study_stage_does_not_read_leaves_it_alone_and_one_it_reads_c
     before = _tracked_params(_project(tmp_path / "before", raw))
     after = _tracked_params(_project(tmp_path / "after", other))
     changed = {name for name in before if before[name] != after[name]}
-    assert "param_slices" in changed
     assert not {name for name in changed if name.split("@")[0] in SLICED}, sorted(changed)
+    deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["param_slices"]["deps"]
+    assert {"params/models.json", "params/setups.json", "params/datasets.json"} <= set(deps)  # so it reruns
     sliced = [name for name in after if name.split("@")[0] in SLICED]
     assert len(sliced) >= 10 and not any(key.startswith(("models", "setups", "datasets")) and "." not in key
                                          for name in sliced for key in after[name])  # no whole section
@@ -119,3 +120,28 @@ def test_an_entry_a_study_stage_does_not_read_leaves_it_alone_and_one_it_reads_c
     assert slices(other) == base
     moved = {stage for stage, record in slices(own).items() if record != base[stage]}
     assert moved == {"sparse_vae_real", "sparse_vae_ablation", "supervised_ceiling"}, moved
+
+
+def test_a_stage_that_reads_a_whole_section_file_depends_on_the_file_not_on_its_params():
+    """Issue 44 (the no-op's cost): a stage tracking the whole of ``runs`` / ``models`` / ``setups`` /
+    ``datasets`` as params put every value of the section in its ``dvc.lock`` entry (nine aggregators:
+    12,638 of the lock's 48,532 YAML nodes, parsed twice by every plain ``dvc repro``).  Each of those
+    files holds its section alone (``config.SECTION_FILES``; loading refuses any other section there), so
+    a dependency on the file reruns the stage exactly when the section changes."""
+    from priorlab.config import SECTION_FILES
+
+    alone = {rel: section for section, rel in SECTION_FILES.items()
+             if list(SECTION_FILES.values()).count(rel) == 1}
+    assert set(alone.values()) == {"datasets", "setups", "models", "runs"}
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    file_deps = {}
+    for name, stage in stages.items():
+        body = stage.get("do", stage)
+        for entry in body.get("params", []):
+            for rel, keys in (entry.items() if isinstance(entry, dict) else ()):
+                assert not (rel in alone and alone[rel] in keys), f"{name} tracks all of {rel} as params: depend on the file"
+        file_deps[name] = {dep for dep in body.get("deps", []) if dep in alone}
+        assert all(dep in alone for dep in body.get("deps", []) if str(dep).startswith("params/")), name
+    readers = {name for name, deps in file_deps.items() if deps}
+    assert {"report", "figures", "setup_runs", "param_slices", "diagnosis"} <= readers
+    assert not any(name in readers for name, stage in stages.items() if "foreach" in stage)  # no per-run stage
