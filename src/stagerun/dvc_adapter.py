@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from priorlab.errors import UserError
+from stagerun.prefork import process_alive
 
 TESTED_DVC = (3, 67)
 """The DVC release (major, minor) whose internals :mod:`stagerun.repro` and :mod:`stagerun.shard`
@@ -119,8 +120,6 @@ def clear_torn_rwlock(repo) -> bool:
 def foreign_path_locks(repo) -> list[int]:
     """The live processes, other than this one, holding an entry in DVC's per-path lock file
     (``.dvc/tmp/rwlock``: the deps and outputs of a stage a DVC process is checking or running)."""
-    from stagerun.prefork import process_alive
-
     try:
         held = json.loads((Path(repo.tmp_dir) / "rwlock").read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError, UnicodeDecodeError):
