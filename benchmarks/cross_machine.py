@@ -17,13 +17,15 @@ import argparse
 import csv
 import io
 import json
+import os
 import platform
 import statistics
 import subprocess
 from collections import Counter
 from pathlib import Path
 
-STUDIES = ("fmvae_experiments", "vsc_experiments", "isa_experiments", "mssc_experiments", "sparse_vae_experiments")
+from priorlab.report import experiment_summaries
+
 RESULT_COLUMNS = ("test ELBO", "KL", "log p(x) (IW)", "active dims")
 ORDER = ("not reproduced", "inconclusive", "reproduced")
 """Verdicts from one end to the other: a move by one step passes through (or ends at) inconclusive."""
@@ -90,15 +92,15 @@ def compare(before_summaries: dict, after_summaries: dict, before_rows: list[dic
             "results_csv": result_shifts(before_rows, after_rows)}
 
 
-def _git_text(root: Path, rev: str, path: str) -> str:
-    return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True, text=True, check=True).stdout
+def _git_text(root: Path, rev: str, path: str) -> str | None:
+    """``path`` as committed at ``rev`` (None where it has no such file)."""
+    done = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
 
 
 def machine() -> str:
     """This machine in one line: CPU model name, cores, torch's CPU capability."""
-    import os
-
-    import torch
+    import torch  # lazy: the comparison itself needs no torch
 
     name = platform.processor() or platform.machine()
     try:
@@ -117,10 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="", help="one line on how the working tree's outputs were made")
     ns = parser.parse_args(argv)
     root = Path(ns.root)
-    paths = [f"reports/{s}/summary.json" for s in STUDIES]
-    before = {p: json.loads(_git_text(root, ns.against, p)) for p in paths}
-    after = {p: json.loads((root / p).read_text(encoding="utf-8")) for p in paths}
-    rows_before = list(csv.DictReader(io.StringIO(_git_text(root, ns.against, "reports/results.csv"))))
+    after = dict(experiment_summaries(root / "reports"))  # the studies the report gathers
+    committed = {name: _git_text(root, ns.against, f"reports/{name}/summary.json") for name in after}
+    before = {name: json.loads(text) for name, text in committed.items() if text is not None}
+    rows_before = list(csv.DictReader(io.StringIO(_git_text(root, ns.against, "reports/results.csv") or "")))
     rows_after = list(csv.DictReader(io.StringIO((root / "reports/results.csv").read_text(encoding="utf-8"))))
     record = {"against": subprocess.run(["git", "rev-parse", "--short", ns.against], cwd=root, capture_output=True,
                                         text=True, check=True).stdout.strip(),
