@@ -23,6 +23,7 @@ from priorlab.io import write_json
 from priorlab.models import build_model
 
 from benchmarks.bench import step_times
+from benchmarks.cross_machine import cpu_model_name
 
 SYNTHETIC = BenchmarkPriorParams.SYNTHETIC
 """The table of paper 003's synthetic data: its name here and its key in ``setup_models``."""
@@ -114,13 +115,8 @@ def measure(params, rounds: int, steps: int, round_s: float | None = None) -> di
 
 def machine() -> str:
     """The CPU's model name (Linux) or the architecture."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} ({platform.machine()})"
-    except OSError:
-        pass
-    return platform.machine()
+    name = cpu_model_name()
+    return f"{name} ({platform.machine()})" if name else platform.machine()
 
 
 def main(argv: list[str] | None = None) -> int:

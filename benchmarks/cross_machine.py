@@ -98,16 +98,22 @@ def _git_text(root: Path, rev: str, path: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def cpu_model_name() -> str | None:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), or None where there is none."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def machine() -> str:
     """This machine in one line: CPU model name, cores, torch's CPU capability."""
     import torch  # lazy: the comparison itself needs no torch
 
-    name = platform.processor() or platform.machine()
-    try:
-        name = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    name = cpu_model_name() or platform.processor() or platform.machine()
     return f"{name}, {os.cpu_count()} cores, torch {torch.__version__} (CPU capability {torch.backends.cpu.get_cpu_capability()})"
 
 
